@@ -1,0 +1,57 @@
+/*
+ * config.c -- purlinConfig_t validation and the library version query.
+ */
+#include "runtime/config.h"
+
+#include "runtime/errors.h"
+
+/* No padding: the struct is compared and copied as bytes by callers. */
+_Static_assert(sizeof(purlinConfig_t) == 2 * sizeof(size_t) + 4 * sizeof(int) + sizeof(size_t),
+               "purlinConfig_t has padding");
+
+static size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+purlinResult_t purlinConfigResolve(const purlinConfig_t* in, purlinConfig_t* out) {
+  const purlinConfig_t defaults = PURLIN_CONFIG_INITIALIZER;
+  if (in == NULL) in = &defaults;
+  PURLIN_RETURN_IF(in->size != sizeof(purlinConfig_t), purlinInvalidArgument,
+                   "config->size is %zu, expected sizeof(purlinConfig_t) = %zu; "
+                   "initialise the config with PURLIN_CONFIG_INITIALIZER",
+                   in->size, sizeof(purlinConfig_t));
+  PURLIN_RETURN_IF(in->magic != PURLIN_CONFIG_MAGIC, purlinInvalidArgument,
+                   "config->magic is 0x%08x, expected 0x%08x; initialise the config with "
+                   "PURLIN_CONFIG_INITIALIZER",
+                   in->magic, PURLIN_CONFIG_MAGIC);
+  PURLIN_RETURN_IF(in->version != PURLIN_CONFIG_VERSION, purlinInvalidArgument,
+                   "config->version is %u, this library understands version %u",
+                   in->version, PURLIN_CONFIG_VERSION);
+  PURLIN_RETURN_IF(in->megakernelCtas < 1 || in->megakernelCtas > PURLIN_MAX_MEGAKERNEL_CTAS,
+                   purlinInvalidArgument, "config->megakernelCtas is %d, must be 1..%d",
+                   in->megakernelCtas, PURLIN_MAX_MEGAKERNEL_CTAS);
+  PURLIN_RETURN_IF(in->latencyBufferBytes < PURLIN_MIN_BUFFER_BYTES ||
+                       in->latencyBufferBytes > PURLIN_MAX_LATENCY_BUFFER_BYTES,
+                   purlinInvalidArgument,
+                   "config->latencyBufferBytes is %zu, must be %zu..%zu bytes",
+                   in->latencyBufferBytes, PURLIN_MIN_BUFFER_BYTES,
+                   PURLIN_MAX_LATENCY_BUFFER_BYTES);
+  PURLIN_RETURN_IF(in->throughputBufferBytes < PURLIN_MIN_BUFFER_BYTES ||
+                       in->throughputBufferBytes > PURLIN_MAX_THROUGHPUT_BUFFER_BYTES,
+                   purlinInvalidArgument,
+                   "config->throughputBufferBytes is %zu, must be %zu..%zu bytes",
+                   in->throughputBufferBytes, PURLIN_MIN_BUFFER_BYTES,
+                   PURLIN_MAX_THROUGHPUT_BUFFER_BYTES);
+  PURLIN_RETURN_IF(in->timeoutMs < 1 || in->timeoutMs > PURLIN_MAX_TIMEOUT_MS,
+                   purlinInvalidArgument, "config->timeoutMs is %d, must be 1..%d",
+                   in->timeoutMs, PURLIN_MAX_TIMEOUT_MS);
+  *out = *in;
+  out->latencyBufferBytes = roundUp(in->latencyBufferBytes, PURLIN_BUFFER_ROUND);
+  out->throughputBufferBytes = roundUp(in->throughputBufferBytes, PURLIN_BUFFER_ROUND);
+  return purlinSuccess;
+}
+
+PURLIN_API purlinResult_t purlinGetVersion(int* version) {
+  purlinClearThreadError();
+  PURLIN_RETURN_IF(version == NULL, purlinInvalidArgument, "version is NULL");
+  *version = PURLIN_VERSION_CODE;
+  return purlinSuccess;
+}

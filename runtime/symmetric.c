@@ -1,0 +1,134 @@
+/*
+ * symmetric.c -- symmetric heaps on the CUDA driver's virtual memory API.
+ */
+#include "runtime/symmetric.h"
+
+#include <string.h>
+
+#include "runtime/cudawrap.h"
+#include "runtime/errors.h"
+#include "snac/dev_comm.h"
+
+static int addOverflows(uint64_t a, uint64_t b, uint64_t* sum) {
+  *sum = a + b;
+  return *sum < a;
+}
+
+purlinResult_t purlinHeapLayoutCompute(const purlinConfig_t* config, size_t granularity,
+                                       purlinHeapLayout_t* layout) {
+  PURLIN_RETURN_IF(granularity == 0 || (granularity & (granularity - 1)) != 0,
+                   purlinInternalError, "granularity %zu is not a power of two", granularity);
+  purlinHeapLayout_t l;
+  l.latencyBytes = config->latencyBufferBytes;
+  l.throughputBytes = config->throughputBufferBytes;
+  l.latencyOffset = PURLIN_HEAP_CONTROL_BYTES;
+  int overflow = l.latencyBytes > UINT64_MAX / 2 || l.throughputBytes > UINT64_MAX / 2;
+  overflow |= addOverflows(l.latencyOffset, 2 * l.latencyBytes, &l.throughputOffset);
+  overflow |= addOverflows(l.throughputOffset, 2 * l.throughputBytes, &l.dataBytes);
+  overflow |= addOverflows(l.dataBytes, granularity - 1, &l.heapBytes);
+  PURLIN_RETURN_IF(overflow, purlinInvalidArgument,
+                   "staging buffer sizes (latency %zu, throughput %zu) overflow the heap size",
+                   config->latencyBufferBytes, config->throughputBufferBytes);
+  l.heapBytes &= ~(uint64_t)(granularity - 1);
+  *layout = l;
+  return purlinSuccess;
+}
+
+static void heapProp(CUmemAllocationProp* prop, int device, int exportable) {
+  memset(prop, 0, sizeof *prop);
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop->location.id = device;
+  prop->requestedHandleTypes =
+      exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+}
+
+purlinResult_t purlinHeapGranularity(int device, size_t* granularity) {
+  purlinResult_t res = purlinSuccess;
+  CUmemAllocationProp prop;
+  PURLIN_CHECK(purlinDriverLoad());
+  heapProp(&prop, device, 0);
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memGetAllocationGranularity(
+                           granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                       res, out);
+out:
+  return res;
+}
+
+purlinResult_t purlinHeapCreate(purlinHeap_t* heap, int device, size_t bytes) {
+  purlinResult_t res = purlinSuccess;
+  CUdevice dev;
+  int vmm = 0, posixFd = 0;
+  size_t granularity = 0;
+  CUmemAllocationProp prop;
+
+  memset(heap, 0, sizeof *heap);
+  heap->device = device;
+  heap->bytes = bytes;
+  PURLIN_CHECK_GOTO(purlinDriverLoad(), res, fail);
+  PURLIN_CU_CHECK_GOTO(purlinDriver.deviceGet(&dev, device), res, fail);
+  PURLIN_CU_CHECK_GOTO(purlinDriver.deviceGetAttribute(
+                           &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev),
+                       res, fail);
+  if (!vmm)
+    PURLIN_FAIL_GOTO(res, fail, purlinInvalidUsage,
+                     "device %d does not support the CUDA virtual memory management API, "
+                     "which purlin's symmetric heaps need",
+                     device);
+  /* File-descriptor handles let another process import this heap (one
+   * process per GPU); a device without them still serves single-process
+   * communicators. */
+  PURLIN_CU_CHECK_GOTO(
+      purlinDriver.deviceGetAttribute(
+          &posixFd, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev),
+      res, fail);
+  heap->exportable = posixFd != 0;
+  heapProp(&prop, device, heap->exportable);
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memGetAllocationGranularity(
+                           &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                       res, fail);
+  if (granularity == 0 || bytes % granularity != 0)
+    PURLIN_FAIL_GOTO(res, fail, purlinInternalError,
+                     "heap size %zu is not a multiple of the granularity %zu", bytes, granularity);
+
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memCreate(&heap->handle, bytes, &prop, 0), res, fail);
+  heap->created = 1;
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memAddressReserve(&heap->base, bytes, granularity, 0, 0), res,
+                       fail);
+  heap->reserved = 1;
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memMap(heap->base, bytes, 0, heap->handle, 0), res, fail);
+  heap->mapped = 1;
+  return purlinSuccess;
+
+fail:
+  purlinHeapRelease(heap);
+  return res;
+}
+
+purlinResult_t purlinHeapSetAccess(purlinHeap_t* heap, const int* devices, int ndevices) {
+  purlinResult_t res = purlinSuccess;
+  CUmemAccessDesc desc[PURLIN_MAX_RANKS];
+  int n = 0;
+  for (int i = 0; i < ndevices; ++i) {
+    int seen = 0;
+    for (int j = 0; j < n; ++j) seen |= desc[j].location.id == devices[i];
+    if (seen) continue;
+    desc[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc[n].location.id = devices[i];
+    desc[n].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    ++n;
+  }
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memSetAccess(heap->base, heap->bytes, desc, (size_t)n), res,
+                       out);
+out:
+  return res;
+}
+
+void purlinHeapRelease(purlinHeap_t* heap) {
+  /* Failures here leave nothing we could retry; they are ignored so that the
+   * rest of the release still runs. */
+  if (heap->mapped) purlinDriver.memUnmap(heap->base, heap->bytes);
+  if (heap->reserved) purlinDriver.memAddressFree(heap->base, heap->bytes);
+  if (heap->created) purlinDriver.memRelease(heap->handle);
+  memset(heap, 0, sizeof *heap);
+}

@@ -1,0 +1,58 @@
+/*
+ * symmetric.h -- one rank's symmetric heap: physical device memory created
+ * with the CUDA driver's virtual memory API (cuMemCreate, exportable as a
+ * POSIX file descriptor where the device supports it, for the multi-process
+ * bootstrap), mapped at an address reserved for it, and made accessible to
+ * every GPU that hosts a rank of the group. Also the pure layout computation
+ * that places the staging buffers inside a heap.
+ */
+#ifndef PURLIN_RUNTIME_SYMMETRIC_H_
+#define PURLIN_RUNTIME_SYMMETRIC_H_
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/purlin.h"
+
+typedef struct purlinHeapLayout_t {
+  uint64_t latencyOffset;
+  uint64_t latencyBytes; /* one half */
+  uint64_t throughputOffset;
+  uint64_t throughputBytes; /* one half */
+  uint64_t dataBytes;       /* end of the last buffer */
+  uint64_t heapBytes;       /* dataBytes rounded up to the granularity */
+} purlinHeapLayout_t;
+
+/* Places the control region and both double-buffered staging areas; the heap
+ * size is rounded up to `granularity` (a power of two). Pure. Returns
+ * purlinInvalidArgument when the sizes overflow. */
+purlinResult_t purlinHeapLayoutCompute(const purlinConfig_t* config, size_t granularity,
+                                       purlinHeapLayout_t* layout);
+
+typedef struct purlinHeap_t {
+  int device;
+  int exportable; /* created with a POSIX file-descriptor handle type */
+  CUmemGenericAllocationHandle handle;
+  CUdeviceptr base;
+  size_t bytes;
+  /* What has been acquired, so release undoes exactly that, in reverse. */
+  int created, reserved, mapped;
+} purlinHeap_t;
+
+/* The allocation granularity (bytes) recommended for heaps on `device`. */
+purlinResult_t purlinHeapGranularity(int device, size_t* granularity);
+
+/* Creates, reserves and maps `bytes` (a multiple of the granularity) on
+ * `device`. On failure releases what it acquired and leaves *heap zeroed. */
+purlinResult_t purlinHeapCreate(purlinHeap_t* heap, int device, size_t bytes);
+
+/* Grants read/write access to the heap from each of `devices` (duplicates
+ * allowed). */
+purlinResult_t purlinHeapSetAccess(purlinHeap_t* heap, const int* devices, int ndevices);
+
+/* Unmaps, frees the address range and releases the memory, in reverse order
+ * of acquisition. Safe on a zeroed or partly created heap. */
+void purlinHeapRelease(purlinHeap_t* heap);
+
+#endif /* PURLIN_RUNTIME_SYMMETRIC_H_ */

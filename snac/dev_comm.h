@@ -1,0 +1,54 @@
+/*
+ * dev_comm.h -- the per-rank communicator context that device code reads:
+ * where every peer's symmetric heap is mapped, how the heap is laid out, and
+ * the group's abort word. It sits at offset 0 of each rank's heap. Plain C
+ * with fixed-width types, shared by host (C11) and device (CUDA) code; the
+ * runtime fills it at init and never changes it while kernels may run.
+ */
+#ifndef PURLIN_SNAC_DEV_COMM_H_
+#define PURLIN_SNAC_DEV_COMM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+#define PURLIN_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define PURLIN_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* Equal to PURLIN_MAX_RANKS of purlin.h (checked in runtime/comm.c). */
+#define PURLIN_DEV_MAX_RANKS 32
+#define PURLIN_DEV_COMM_MAGIC 0x6e6c7270636f6d6dull /* "mmocprln" */
+
+/* Heap layout, identical on every rank of a group so that an offset valid in
+ * one heap is valid in all (the heaps are "symmetric"):
+ *   [0, controlBytes)                      this struct, then flag words
+ *   [latencyOffset, +2 * latencyBytes)     latency staging, two halves
+ *   [throughputOffset, +2 * throughputBytes) throughput staging, two halves
+ * The halves are selected by epoch parity (DESIGN.md section 4). */
+#define PURLIN_HEAP_CONTROL_BYTES ((uint64_t)64 << 10)
+
+typedef struct purlinDevComm_t {
+  uint64_t magic;            /* PURLIN_DEV_COMM_MAGIC once initialised */
+  int32_t rank;              /* this rank */
+  int32_t nranks;            /* ranks in the group */
+  uint64_t heapBytes;        /* mapped bytes of every heap */
+  uint64_t latencyOffset;    /* offset of latency half 0 */
+  uint64_t latencyBytes;     /* bytes of one latency half */
+  uint64_t throughputOffset; /* offset of throughput half 0 */
+  uint64_t throughputBytes;  /* bytes of one throughput half */
+  uint64_t abortWord;        /* device address of the group's uint32_t abort word */
+  int32_t timeoutMs;         /* bound on every device-side wait */
+  int32_t reserved0;
+  uint64_t peerHeap[PURLIN_DEV_MAX_RANKS]; /* base of rank r's heap, as mapped here */
+} purlinDevComm_t;
+
+PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) == 72 + 8 * PURLIN_DEV_MAX_RANKS,
+                     "purlinDevComm_t layout changed");
+PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, abortWord) == 56, "abortWord offset");
+PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, peerHeap) == 72, "peerHeap offset");
+PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) <= PURLIN_HEAP_CONTROL_BYTES,
+                     "purlinDevComm_t must fit in the control region");
+
+#endif /* PURLIN_SNAC_DEV_COMM_H_ */

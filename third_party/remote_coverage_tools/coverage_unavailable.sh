@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "purlin: coverage tools are not available in this offline build" >&2
+exit 1
