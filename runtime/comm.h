@@ -14,6 +14,10 @@
 #include "runtime/symmetric.h"
 #include "snac/dev_comm.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct purlinGroup {
   int nranks;
   int liveRanks; /* ranks not yet destroyed; guarded by the registry lock */
@@ -45,5 +49,9 @@ struct purlinComm {
  * layout. Returns purlinInvalidArgument for a dead handle. */
 purlinResult_t purlinCommDeviceContext(purlinComm_t comm, purlinDevComm_t** devComm,
                                        purlinHeapLayout_t* layout);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PURLIN_RUNTIME_COMM_H_ */

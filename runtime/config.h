@@ -9,6 +9,10 @@
 
 #include "runtime/purlin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define PURLIN_MAX_MEGAKERNEL_CTAS 1024
 #define PURLIN_BUFFER_ROUND ((size_t)64 << 10)
 #define PURLIN_MIN_BUFFER_BYTES ((size_t)64 << 10)
@@ -20,5 +24,9 @@
  * effective configuration (buffer sizes rounded up) to `out`. On failure
  * records which field is wrong and why, and leaves `out` untouched. */
 purlinResult_t purlinConfigResolve(const purlinConfig_t* in, purlinConfig_t* out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PURLIN_RUNTIME_CONFIG_H_ */

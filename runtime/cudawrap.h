@@ -13,6 +13,10 @@
 
 #include "runtime/purlin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The driver ABI version purlin asks for: CUDA 12.0, the first version whose
  * entry points for everything below are stable. */
 #define PURLIN_DRIVER_API_VERSION 12000
@@ -41,5 +45,9 @@ extern struct purlinDriverTable purlinDriver;
 /* Looks up every entry point once (thread-safe). Returns purlinNoDevice with a
  * message when there is no driver or it is too old. */
 purlinResult_t purlinDriverLoad(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PURLIN_RUNTIME_CUDAWRAP_H_ */

@@ -13,6 +13,10 @@
 
 #include "runtime/purlin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define PURLIN_ERROR_MSG_MAX 512
 
 #if defined(__GNUC__)
@@ -90,5 +94,9 @@ purlinResult_t purlinCuError(CUresult err, const char* expr, const char* file, i
     (res) = PURLIN_ERROR((code), __VA_ARGS__);    \
     goto label;                                   \
   } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PURLIN_RUNTIME_ERRORS_H_ */

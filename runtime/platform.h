@@ -10,6 +10,10 @@
 
 #include "runtime/purlin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct purlinPlatform_t {
   /* Number of CUDA devices visible to the process. */
   purlinResult_t (*deviceCount)(int* count);
@@ -25,5 +29,9 @@ const purlinPlatform_t* purlinPlatformGet(void);
 /* Replaces the table (tests only); NULL restores the real one. Not
  * thread-safe against concurrent init. */
 void purlinPlatformOverride(const purlinPlatform_t* platform);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PURLIN_RUNTIME_PLATFORM_H_ */

@@ -15,6 +15,10 @@
 
 #include "runtime/purlin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct purlinHeapLayout_t {
   uint64_t latencyOffset;
   uint64_t latencyBytes; /* one half */
@@ -54,5 +58,9 @@ purlinResult_t purlinHeapSetAccess(purlinHeap_t* heap, const int* devices, int n
 /* Unmaps, frees the address range and releases the memory, in reverse order
  * of acquisition. Safe on a zeroed or partly created heap. */
 void purlinHeapRelease(purlinHeap_t* heap);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* PURLIN_RUNTIME_SYMMETRIC_H_ */

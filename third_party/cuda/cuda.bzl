@@ -90,3 +90,36 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], alwayslink = Fals
         # nvcc-compiled objects reference libstdc++ (exception tables, new/delete).
         linkopts = ["-lstdc++"],
     )
+
+def cuda_test(name, srcs, deps = [], tags = [], **kwargs):
+    """A cc_test whose sources are .cu files. Tagged `gpu`: it needs a GPU to
+    do its work and reports itself skipped (exit 0) without one."""
+    cuda_library(
+        name = name + "_lib",
+        srcs = srcs,
+        deps = deps,
+        alwayslink = True,
+        testonly = True,
+    )
+    native.cc_test(
+        name = name,
+        deps = [":" + name + "_lib"],
+        linkstatic = True,
+        tags = tags + ["gpu"],
+        **kwargs
+    )
+
+def cuda_binary(name, srcs, deps = [], **kwargs):
+    """A cc_binary whose sources are .cu files."""
+    cuda_library(
+        name = name + "_lib",
+        srcs = srcs,
+        deps = deps,
+        alwayslink = True,
+    )
+    native.cc_binary(
+        name = name,
+        deps = [":" + name + "_lib"],
+        linkstatic = True,
+        **kwargs
+    )
