@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs every binary that tools/build_gpu.sh staged in .gpu/: all tests, then
+# all benchmarks. Full output goes to $OUT/tests.log and $OUT/bench.log (OUT
+# defaults to /tmp/purlin-gpu); the benchmark tables and a summary, one line
+# per binary and a closing "N passed, N failed, N skipped", are printed last.
+# Exit status is non-zero if anything failed.
+set -u
+cd "$(dirname "$0")/.."
+out="${OUT:-/tmp/purlin-gpu}"
+mkdir -p "$out"
+# Never let anything started from here use NVLink multicast (shared hosts).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+[ -d .gpu/tests ] || { echo "no .gpu/ here: run tools/build_gpu.sh first and carry .gpu"; exit 2; }
+{
+  echo "commit: $(cat .gpu/COMMIT 2>/dev/null | tr '\n' ' ')"
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader 2>&1
+} | tee "$out/machine.txt"
+
+passed=0 failed=0 skipped=0
+summary=""
+run_one() { # kind binary log
+  local name t0 rc secs status
+  name=$(basename "$2")
+  t0=$(date +%s%N)
+  {
+    echo "===== $1 $name"
+    timeout 600 "$2"
+  } >>"$3" 2>&1
+  rc=$?
+  secs=$(( ($(date +%s%N) - t0) / 1000000 ))
+  if [ $rc -ne 0 ]; then
+    status="FAIL (exit $rc)"; failed=$((failed + 1))
+  elif tail -n 1 "$3" | grep -q '^SKIPPED'; then
+    status="SKIPPED"; skipped=$((skipped + 1))
+  else
+    status="PASS"; passed=$((passed + 1))
+  fi
+  summary+=$(printf '%-6s %-28s %-16s %8d ms' "$1" "$name" "$status" "$secs")$'\n'
+}
+
+: >"$out/tests.log"
+: >"$out/bench.log"
+for t in .gpu/tests/*; do run_one test "$t" "$out/tests.log"; done
+for b in .gpu/bench/*; do run_one bench "$b" "$out/bench.log"; done
+
+if [ $failed -ne 0 ]; then
+  echo "----- failures (from $out/tests.log and bench.log)"
+  grep -B2 -A20 -E 'failed|FAIL|WRONG|error' "$out/tests.log" "$out/bench.log" | head -80
+fi
+echo "----- benchmarks"
+cat "$out/bench.log"
+echo "----- summary"
+printf '%s' "$summary"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]
