@@ -12,11 +12,14 @@
 
 #include "runtime/purlin.h"
 
-/* The word every rank r stores at index i of its data region. */
+/* The word every rank r stores at index i of its data region. 32-bit
+ * arithmetic only, a few instructions per word, so that checking stays
+ * bound by memory bandwidth rather than by the hash; distinct for
+ * neighbouring indices and ranks, so a misplaced or stale word is caught. */
 static inline __host__ __device__ uint32_t heapPattern(int rank, uint64_t index) {
-  uint64_t x = (index + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(rank + 1) * 0xC2B2AE3D27D4EB4Full;
-  x ^= x >> 29;
-  return (uint32_t)(x ^ (x >> 32));
+  uint32_t x = (uint32_t)index * 0x9E3779B1u + (uint32_t)(index >> 32) * 0x7FEB352Du;
+  x ^= (uint32_t)(rank + 1) * 0x85EBCA77u;
+  return x ^ (x >> 15);
 }
 
 typedef struct heapCheckResult_t {

@@ -106,6 +106,7 @@ def cuda_test(name, srcs, deps = [], tags = [], **kwargs):
         deps = [":" + name + "_lib"],
         linkstatic = True,
         tags = tags + ["gpu"],
+        size = kwargs.pop("size", "medium"),
         **kwargs
     )
 
