@@ -3,7 +3,11 @@
  */
 #include "tests/gpu/heap_check.h"
 
+#include <cub/block/block_reduce.cuh>
+
 #include "runtime/comm.h"
+
+enum { kThreads = 512 };
 
 /* 4-word vectors; the data region starts at 64 KiB and every size is a
  * multiple of 64 KiB, so there is no tail. */
@@ -47,7 +51,12 @@ __global__ void verifyKernel(const purlinDevComm_t* dc, uint64_t offset, uint64_
       checked += 4;
     }
   }
-  atomicAdd(&result->words, checked);
+  /* One atomic per CTA: the result may live in host memory, where a
+   * per-thread atomic would cost a PCIe round trip each. */
+  typedef cub::BlockReduce<unsigned long long, kThreads> Reduce;
+  __shared__ typename Reduce::TempStorage temp;
+  unsigned long long total = Reduce(temp).Sum(checked);
+  if (threadIdx.x == 0) atomicAdd(&result->words, total);
 }
 
 static int gridFor(int device) {
@@ -70,7 +79,7 @@ purlinResult_t heapCheckFill(purlinComm_t comm, cudaStream_t stream) {
   PURLIN_CHECK(purlinCommDeviceContext(comm, &dc, &layout));
   PURLIN_CHECK(purlinCommCuDevice(comm, &device));
   PURLIN_CUDA_CHECK(cudaSetDevice(device));
-  fillKernel<<<gridFor(device), 512, 0, stream>>>(dc, layout.latencyOffset,
+  fillKernel<<<gridFor(device), kThreads, 0, stream>>>(dc, layout.latencyOffset,
                                                    (layout.heapBytes - layout.latencyOffset) / 4);
   PURLIN_CUDA_CHECK(cudaGetLastError());
   return purlinSuccess;
@@ -83,7 +92,7 @@ purlinResult_t heapCheckVerify(purlinComm_t comm, heapCheckResult_t* result, cud
   PURLIN_CHECK(purlinCommDeviceContext(comm, &dc, &layout));
   PURLIN_CHECK(purlinCommCuDevice(comm, &device));
   PURLIN_CUDA_CHECK(cudaSetDevice(device));
-  verifyKernel<<<gridFor(device), 512, 0, stream>>>(
+  verifyKernel<<<gridFor(device), kThreads, 0, stream>>>(
       dc, layout.latencyOffset, (layout.heapBytes - layout.latencyOffset) / 4, result);
   PURLIN_CUDA_CHECK(cudaGetLastError());
   return purlinSuccess;
