@@ -65,6 +65,28 @@ typedef enum purlinResult_t {
 #undef PURLIN_RESULT_ONE_
 } purlinResult_t;
 
+/* Element types of collectives and Atoms. Reductions of 16-bit and 8-bit
+ * types accumulate in fp32 and round once when stored. */
+typedef enum purlinDataType_t {
+  purlinFloat32 = 0,
+  purlinFloat16 = 1,  /* IEEE binary16 */
+  purlinBfloat16 = 2, /* bfloat16 */
+  purlinFp8E4M3 = 3,  /* OCP fp8 e4m3; results saturate to +-448 */
+  purlinFp8E5M2 = 4,  /* OCP fp8 e5m2; results saturate to +-57344 */
+  purlinInt32 = 5,    /* two's complement; sums wrap around */
+  purlinNumDataTypes = 6
+} purlinDataType_t;
+
+/* Reduction operations. Max and min keep the earlier operand unless the
+ * later one compares greater (smaller), so the result is the same on every
+ * path. */
+typedef enum purlinRedOp_t {
+  purlinSum = 0,
+  purlinMax = 1,
+  purlinMin = 2,
+  purlinNumRedOps = 3
+} purlinRedOp_t;
+
 /* Opaque communicator handle: one rank of a group of ranks. */
 typedef struct purlinComm* purlinComm_t;
 

@@ -19,16 +19,18 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 
 passed=0 failed=0 skipped=0
 summary=""
-run_one() { # kind binary log
-  local name t0 rc secs status
-  name=$(basename "$2")
+run_one() { # kind binary log [args...]
+  local kind=$1 bin=$2 log=$3 name t0 rc secs status
+  shift 3
+  name=$(basename "$bin")
   t0=$(date +%s%N)
   {
-    echo "===== $1 $name"
-    timeout 600 "$2"
-  } >>"$3" 2>&1
+    echo "===== $kind $name"
+    timeout 600 "$bin" "$@"
+  } >>"$log" 2>&1
   rc=$?
   secs=$(( ($(date +%s%N) - t0) / 1000000 ))
+  set -- "$kind" "$bin" "$log"
   if [ $rc -ne 0 ]; then
     status="FAIL (exit $rc)"; failed=$((failed + 1))
   elif tail -n 1 "$3" | grep -q '^SKIPPED'; then
@@ -42,7 +44,13 @@ run_one() { # kind binary log
 : >"$out/tests.log"
 : >"$out/bench.log"
 for t in .gpu/tests/*; do run_one test "$t" "$out/tests.log"; done
-for b in .gpu/bench/*; do run_one bench "$b" "$out/bench.log"; done
+# Each benchmark may write JSON to its first argument; plots come from it.
+for b in .gpu/bench/*; do run_one bench "$b" "$out/bench.log" "$out/$(basename "$b").json"; done
+for j in "$out"/*.json; do
+  [ -f "$j" ] || continue
+  python3 tools/plot_bench.py "$j" "${j%.json}.png" >>"$out/bench.log" 2>&1 ||
+    echo "plot of $j failed (see bench.log)" >>"$out/bench.log"
+done
 
 if [ $failed -ne 0 ]; then
   echo "----- failures (from $out/tests.log and bench.log)"

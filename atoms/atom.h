@@ -1,0 +1,47 @@
+/*
+ * atom.h -- what every Atom publishes about itself, in plain C for host code
+ * (launch configuration, tuning) and device code alike. An Atom is a
+ * datapath that one CTA runs over a slice: copy(dst, src, bytes) and
+ * reduce(dsts, srcs, count). The implementations live beside this file, one
+ * per GPU generation; this header knows none of them.
+ */
+#ifndef PURLIN_ATOMS_ATOM_H_
+#define PURLIN_ATOMS_ATOM_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The Atoms built so far. The pipelined ones of DESIGN.md section 3 (ampere:
+ * cp.async, hopper: cp.async.bulk with mbarriers, blackwell) take the next
+ * values as they land. */
+typedef enum purlinAtomKind_t {
+  purlinAtomGeneric = 0, /* sm70+: 16-byte vector loads/stores */
+  purlinNumAtomKinds = 1
+} purlinAtomKind_t;
+
+typedef struct purlinAtomInfo_t {
+  const char* name;
+  int minComputeCapability; /* e.g. 80 for sm_80 */
+  int threads;              /* threads per CTA the Atom is written for */
+  int dynamicSmemBytes;     /* dynamic shared memory per CTA */
+  int alignment;            /* pointer/size alignment of the vector path */
+  int stages;               /* pipeline depth (1 when not pipelined) */
+  int stageBytes;           /* bytes moved per stage per CTA */
+  /* What a caller may rely on once every thread of the CTA has returned from
+   * a call: all stores of the call have been performed by the calling CTA
+   * (a __syncthreads, then a release fence, orders them before a flag); no
+   * order among the stores of one call. */
+  const char* ordering;
+} purlinAtomInfo_t;
+
+/* The published properties of `kind`; NULL for values outside the enum. */
+const purlinAtomInfo_t* purlinAtomGetInfo(purlinAtomKind_t kind);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PURLIN_ATOMS_ATOM_H_ */

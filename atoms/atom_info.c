@@ -1,0 +1,19 @@
+/*
+ * atom_info.c -- the published properties of each Atom (atom.h).
+ */
+#include "atoms/atom.h"
+
+static const char kOrdering[] =
+    "after every thread of the team returns, all stores of the call are performed by the "
+    "calling CTA; no order among them; a team barrier and a release fence order them before "
+    "a flag";
+
+static const purlinAtomInfo_t infos[purlinNumAtomKinds] = {
+    /* 512 threads x 4 chunks of 16 bytes in flight per iteration. */
+    [purlinAtomGeneric] = {"generic", 70, 512, 0, 16, 1, 512 * 16 * 4, kOrdering},
+};
+
+const purlinAtomInfo_t* purlinAtomGetInfo(purlinAtomKind_t kind) {
+  if ((unsigned)kind >= (unsigned)purlinNumAtomKinds) return NULL;
+  return &infos[kind];
+}

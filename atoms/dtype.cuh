@@ -1,0 +1,152 @@
+/*
+ * dtype.cuh -- element types and reduction operators for the Atoms, selected
+ * at compile time. Each type converts its stored form to the accumulator
+ * type (fp32 for every float format, int32 for int32) and back; conversions
+ * are the CUDA toolkit's round-to-nearest-even ones, usable on host and
+ * device, so a host reference that calls the same functions computes the
+ * same bits. Nothing here depends on the GPU generation.
+ */
+#ifndef PURLIN_ATOMS_DTYPE_CUH_
+#define PURLIN_ATOMS_DTYPE_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+#include "runtime/purlin.h"
+
+#define PURLIN_HD __host__ __device__ __forceinline__
+
+template <purlinDataType_t D>
+struct purlinDtype;
+
+template <>
+struct purlinDtype<purlinFloat32> {
+  typedef uint32_t raw;
+  typedef float acc;
+  static PURLIN_HD acc load(raw r) {
+    union { raw r; float f; } u;
+    u.r = r;
+    return u.f;
+  }
+  static PURLIN_HD raw store(acc a) {
+    union { raw r; float f; } u;
+    u.f = a;
+    return u.r;
+  }
+};
+
+template <>
+struct purlinDtype<purlinFloat16> {
+  typedef uint16_t raw;
+  typedef float acc;
+  static PURLIN_HD acc load(raw r) {
+    __half_raw h;
+    h.x = r;
+    return __half2float(__half(h));
+  }
+  static PURLIN_HD raw store(acc a) { return __half_raw(__float2half_rn(a)).x; }
+};
+
+template <>
+struct purlinDtype<purlinBfloat16> {
+  typedef uint16_t raw;
+  typedef float acc;
+  static PURLIN_HD acc load(raw r) {
+    __nv_bfloat16_raw h;
+    h.x = r;
+    return __bfloat162float(__nv_bfloat16(h));
+  }
+  static PURLIN_HD raw store(acc a) { return __nv_bfloat16_raw(__float2bfloat16_rn(a)).x; }
+};
+
+template <__nv_fp8_interpretation_t K>
+struct purlinFp8 {
+  typedef uint8_t raw;
+  typedef float acc;
+  static PURLIN_HD acc load(raw r) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(r, K))); }
+  /* Saturate: an fp32 sum beyond the format's range stores its largest
+   * finite value rather than NaN (e4m3 has no infinity). */
+  static PURLIN_HD raw store(acc a) { return __nv_cvt_float_to_fp8(a, __NV_SATFINITE, K); }
+};
+
+template <>
+struct purlinDtype<purlinFp8E4M3> : purlinFp8<__NV_E4M3> {};
+template <>
+struct purlinDtype<purlinFp8E5M2> : purlinFp8<__NV_E5M2> {};
+
+template <>
+struct purlinDtype<purlinInt32> {
+  typedef uint32_t raw;
+  typedef int32_t acc;
+  static PURLIN_HD acc load(raw r) { return (int32_t)r; }
+  static PURLIN_HD raw store(acc a) { return (uint32_t)a; }
+};
+
+template <purlinRedOp_t O>
+struct purlinOp;
+
+template <>
+struct purlinOp<purlinSum> {
+  /* A lone add is never contracted: host and device round the same way. */
+  static PURLIN_HD float apply(float acc, float x) { return acc + x; }
+  /* Unsigned arithmetic: int32 sums wrap instead of overflowing (UB). */
+  static PURLIN_HD int32_t apply(int32_t acc, int32_t x) {
+    return (int32_t)((uint32_t)acc + (uint32_t)x);
+  }
+};
+
+template <>
+struct purlinOp<purlinMax> {
+  template <typename A>
+  static PURLIN_HD A apply(A acc, A x) { return x > acc ? x : acc; }
+};
+
+template <>
+struct purlinOp<purlinMin> {
+  template <typename A>
+  static PURLIN_HD A apply(A acc, A x) { return x < acc ? x : acc; }
+};
+
+/* Calls f.template run<D, O>() for runtime (dtype, op); returns false for
+ * values outside the enums. Used at host entry points and by tests. */
+template <typename F>
+__host__ bool purlinDispatchDtypeOp(purlinDataType_t dtype, purlinRedOp_t op, F& f);
+
+template <purlinDataType_t D, typename F>
+__host__ bool purlinDispatchOp(purlinRedOp_t op, F& f) {
+  switch (op) {
+    case purlinSum: f.template run<D, purlinSum>(); return true;
+    case purlinMax: f.template run<D, purlinMax>(); return true;
+    case purlinMin: f.template run<D, purlinMin>(); return true;
+    default: return false;
+  }
+}
+
+template <typename F>
+__host__ bool purlinDispatchDtypeOp(purlinDataType_t dtype, purlinRedOp_t op, F& f) {
+  switch (dtype) {
+    case purlinFloat32: return purlinDispatchOp<purlinFloat32>(op, f);
+    case purlinFloat16: return purlinDispatchOp<purlinFloat16>(op, f);
+    case purlinBfloat16: return purlinDispatchOp<purlinBfloat16>(op, f);
+    case purlinFp8E4M3: return purlinDispatchOp<purlinFp8E4M3>(op, f);
+    case purlinFp8E5M2: return purlinDispatchOp<purlinFp8E5M2>(op, f);
+    case purlinInt32: return purlinDispatchOp<purlinInt32>(op, f);
+    default: return false;
+  }
+}
+
+static inline __host__ __device__ size_t purlinDtypeBytes(purlinDataType_t dtype) {
+  switch (dtype) {
+    case purlinFloat32:
+    case purlinInt32: return 4;
+    case purlinFloat16:
+    case purlinBfloat16: return 2;
+    case purlinFp8E4M3:
+    case purlinFp8E5M2: return 1;
+    default: return 0;
+  }
+}
+
+#endif /* PURLIN_ATOMS_DTYPE_CUH_ */
