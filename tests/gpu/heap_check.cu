@@ -72,15 +72,22 @@ uint64_t heapCheckDataBytes(purlinComm_t comm) {
   return layout.heapBytes - layout.latencyOffset;
 }
 
+/* Looks up comm's device context and makes its device current. */
+static purlinResult_t enterComm(purlinComm_t comm, purlinDevComm_t** dc, purlinHeapLayout_t* layout,
+                                int* device) {
+  PURLIN_CHECK(purlinCommDeviceContext(comm, dc, layout));
+  PURLIN_CHECK(purlinCommCuDevice(comm, device));
+  PURLIN_CUDA_CHECK(cudaSetDevice(*device));
+  return purlinSuccess;
+}
+
 purlinResult_t heapCheckFill(purlinComm_t comm, cudaStream_t stream) {
   purlinDevComm_t* dc;
   purlinHeapLayout_t layout;
   int device;
-  PURLIN_CHECK(purlinCommDeviceContext(comm, &dc, &layout));
-  PURLIN_CHECK(purlinCommCuDevice(comm, &device));
-  PURLIN_CUDA_CHECK(cudaSetDevice(device));
+  PURLIN_CHECK(enterComm(comm, &dc, &layout, &device));
   fillKernel<<<gridFor(device), kThreads, 0, stream>>>(dc, layout.latencyOffset,
-                                                   (layout.heapBytes - layout.latencyOffset) / 4);
+                                                        (layout.heapBytes - layout.latencyOffset) / 4);
   PURLIN_CUDA_CHECK(cudaGetLastError());
   return purlinSuccess;
 }
@@ -89,9 +96,7 @@ purlinResult_t heapCheckVerify(purlinComm_t comm, heapCheckResult_t* result, cud
   purlinDevComm_t* dc;
   purlinHeapLayout_t layout;
   int device;
-  PURLIN_CHECK(purlinCommDeviceContext(comm, &dc, &layout));
-  PURLIN_CHECK(purlinCommCuDevice(comm, &device));
-  PURLIN_CUDA_CHECK(cudaSetDevice(device));
+  PURLIN_CHECK(enterComm(comm, &dc, &layout, &device));
   verifyKernel<<<gridFor(device), kThreads, 0, stream>>>(
       dc, layout.latencyOffset, (layout.heapBytes - layout.latencyOffset) / 4, result);
   PURLIN_CUDA_CHECK(cudaGetLastError());
