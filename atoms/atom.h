@@ -14,13 +14,23 @@
 extern "C" {
 #endif
 
-/* The Atoms built so far. The pipelined ones of DESIGN.md section 3 (ampere:
- * cp.async, hopper: cp.async.bulk with mbarriers, blackwell) take the next
- * values as they land. */
+/* The Atoms built so far. The Ampere cp.async pipeline of DESIGN.md
+ * section 3 takes the next value when it lands; Blackwell (sm100) runs the
+ * Hopper Atom until a Blackwell GPU is available to tune a datapath of its
+ * own. */
 typedef enum purlinAtomKind_t {
   purlinAtomGeneric = 0, /* sm70+: 16-byte vector loads/stores */
-  purlinNumAtomKinds = 1
+  purlinAtomHopper = 1,  /* sm90+: cp.async.bulk (TMA) with mbarriers */
+  purlinNumAtomKinds = 2
 } purlinAtomKind_t;
+
+/* The Hopper Atom's pipeline: stages of shared memory, each holding one
+ * tile (copy) or one tile per source (reduce), then a "full" and an "empty"
+ * mbarrier per stage. */
+#define PURLIN_HOPPER_STAGES 4
+#define PURLIN_HOPPER_STAGE_BYTES (32 << 10)
+#define PURLIN_HOPPER_SMEM_BYTES \
+  (PURLIN_HOPPER_STAGES * PURLIN_HOPPER_STAGE_BYTES + 2 * PURLIN_HOPPER_STAGES * 8)
 
 typedef struct purlinAtomInfo_t {
   const char* name;
@@ -39,6 +49,9 @@ typedef struct purlinAtomInfo_t {
 
 /* The published properties of `kind`; NULL for values outside the enum. */
 const purlinAtomInfo_t* purlinAtomGetInfo(purlinAtomKind_t kind);
+
+/* Whether `kind` runs on a GPU of compute capability `cc` (e.g. 90). */
+int purlinAtomSupported(purlinAtomKind_t kind, int cc);
 
 #ifdef __cplusplus
 }

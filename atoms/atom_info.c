@@ -11,9 +11,16 @@ static const char kOrdering[] =
 static const purlinAtomInfo_t infos[purlinNumAtomKinds] = {
     /* 512 threads x 4 chunks of 16 bytes in flight per iteration. */
     [purlinAtomGeneric] = {"generic", 70, 512, 0, 16, 1, 512 * 16 * 4, kOrdering},
+    [purlinAtomHopper] = {"hopper", 90, 512, PURLIN_HOPPER_SMEM_BYTES, 16, PURLIN_HOPPER_STAGES,
+                          PURLIN_HOPPER_STAGE_BYTES, kOrdering},
 };
 
 const purlinAtomInfo_t* purlinAtomGetInfo(purlinAtomKind_t kind) {
   if ((unsigned)kind >= (unsigned)purlinNumAtomKinds) return NULL;
   return &infos[kind];
+}
+
+int purlinAtomSupported(purlinAtomKind_t kind, int cc) {
+  const purlinAtomInfo_t* info = purlinAtomGetInfo(kind);
+  return info != NULL && cc >= info->minComputeCapability;
 }

@@ -2,12 +2,14 @@
  * atoms.cuh -- the Atom contract seen by the layers above (snac/, persistent/,
  * the device API): each Atom is a struct with static device functions
  *
- *   copy(dst, src, bytes, tid, nthreads)
- *   reduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads)
+ *   copy(dst, src, bytes, tid, nthreads, smem)
+ *   reduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem)
  *
- * run by a team of threads of one CTA over one slice, and its published
- * properties (atom.h). Code above atoms/ names an Atom type or uses
- * purlinAtomDefault; it never tests the GPU generation itself.
+ * run by a team of threads of one CTA over one slice, with `smem` pointing
+ * to the Atom's published dynamic shared memory, and its published
+ * properties (atom.h). Code above atoms/ names an Atom type, chosen on the
+ * host by purlinAtomForDevice from the compute capability; it never tests
+ * the GPU generation itself.
  */
 #ifndef PURLIN_ATOMS_ATOMS_CUH_
 #define PURLIN_ATOMS_ATOMS_CUH_
@@ -15,22 +17,42 @@
 #include "atoms/atom.h"
 #include "atoms/dtype.cuh"
 #include "atoms/generic.cuh"
+#include "atoms/hopper.cuh"
 
 struct purlinAtomGenericT {
   static const purlinAtomKind_t kind = purlinAtomGeneric;
+  static const int smemBytes = 0;
   static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
-                                              int nthreads) {
+                                              int nthreads, void* smem) {
+    (void)smem;
     purlinGenericCopy(dst, src, bytes, tid, nthreads);
   }
   template <purlinDataType_t D, purlinRedOp_t O>
   static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
                                                 const void* const* srcs, int nsrc, size_t count,
-                                                int tid, int nthreads) {
+                                                int tid, int nthreads, void* smem) {
+    (void)smem;
     purlinGenericReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads);
   }
 };
 
-/* The Atom the upper layers use on the GPU being compiled for. */
+struct purlinAtomHopperT {
+  static const purlinAtomKind_t kind = purlinAtomHopper;
+  static const int smemBytes = PURLIN_HOPPER_SMEM_BYTES;
+  static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
+                                              int nthreads, void* smem) {
+    purlinHopperCopy(dst, src, bytes, tid, nthreads, smem);
+  }
+  template <purlinDataType_t D, purlinRedOp_t O>
+  static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
+                                                const void* const* srcs, int nsrc, size_t count,
+                                                int tid, int nthreads, void* smem) {
+    purlinHopperReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem);
+  }
+};
+
+/* The Atom of the device API (purlin/device.cuh): needs no shared memory, so
+ * user kernels launch it the same way on every GPU. */
 typedef purlinAtomGenericT purlinAtomDefault;
 
 /* Splits `count` elements of `elemBytes` among `nparts` parts on 16-byte

@@ -24,11 +24,13 @@ struct Srcs {
   const void* p[8];
 };
 
+extern __shared__ __align__(128) char atomSmem[];
+
 template <typename Atom>
 __global__ void __launch_bounds__(kThreads) atomCopy(char* dst, const char* src, size_t bytes) {
   size_t begin, n;
   purlinAtomSlice(bytes, 1, blockIdx.x, gridDim.x, &begin, &n);
-  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x);
+  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x, atomSmem);
 }
 
 template <typename Atom>
@@ -38,7 +40,8 @@ __global__ void __launch_bounds__(kThreads) atomReduce(__half* dst, Srcs s, int 
   void* d[1] = {dst + begin};
   const void* src[8];
   for (int k = 0; k < nsrc; ++k) src[k] = (const __half*)s.p[k] + begin;
-  Atom::template reduce<purlinFloat16, purlinSum>(d, 1, src, nsrc, n, threadIdx.x, blockDim.x);
+  Atom::template reduce<purlinFloat16, purlinSum>(d, 1, src, nsrc, n, threadIdx.x, blockDim.x,
+                                                  atomSmem);
 }
 
 /* The baseline every copy kernel is compared with: grid-stride 16-byte
@@ -71,6 +74,51 @@ static double medianUs(F launch) {
   return t[t.size() / 2];
 }
 
+struct AtomResult {
+  const char* name;
+  std::vector<double> copy, reduce[3];
+  double bestCopy = 0, bestReduce8 = 0;
+  int ctas90Copy = 0, ctas90Reduce8 = 0;
+};
+
+static const int kNsrcs[3] = {2, 4, 8};
+
+/* Smallest CTA count whose bandwidth reaches 90% of the sweep's best. */
+static int ctasFor90(const std::vector<int>& ctas, const std::vector<double>& bw, double best) {
+  for (size_t i = 0; i < ctas.size(); ++i)
+    if (bw[i] >= 0.9 * best) return ctas[i];
+  return ctas.back();
+}
+
+template <typename Atom>
+static AtomResult sweep(const std::vector<int>& ctas, char* dst, char* const* src, Srcs s) {
+  AtomResult r;
+  r.name = purlinAtomGetInfo(Atom::kind)->name;
+  GPU_CUDA_OK(cudaFuncSetAttribute(atomCopy<Atom>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   Atom::smemBytes));
+  GPU_CUDA_OK(cudaFuncSetAttribute(atomReduce<Atom>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   Atom::smemBytes));
+  for (size_t i = 0; i < ctas.size(); ++i) {
+    int c = ctas[i];
+    double us = medianUs([&] { atomCopy<Atom><<<c, kThreads, Atom::smemBytes>>>(dst, src[0], kBytes); });
+    r.copy.push_back(kBytes / us / 1e3);
+    for (int k = 0; k < 3; ++k) {
+      int n = kNsrcs[k];
+      double rus = medianUs([&] {
+        atomReduce<Atom><<<c, kThreads, Atom::smemBytes>>>((__half*)dst, s, n, kBytes / 2);
+      });
+      r.reduce[k].push_back((double)n * kBytes / rus / 1e3);
+    }
+    printf("%-8s %6d %12.1f %14.1f %14.1f %14.1f\n", r.name, c, r.copy[i], r.reduce[0][i],
+           r.reduce[1][i], r.reduce[2][i]);
+    r.bestCopy = std::max(r.bestCopy, r.copy[i]);
+    r.bestReduce8 = std::max(r.bestReduce8, r.reduce[2][i]);
+  }
+  r.ctas90Copy = ctasFor90(ctas, r.copy, r.bestCopy);
+  r.ctas90Reduce8 = ctasFor90(ctas, r.reduce[2], r.bestReduce8);
+  return r;
+}
+
 int main(int argc, char** argv) {
   if (gpuTestDeviceCount("bench/atoms") == 0) return 0;
   const char* jsonPath = argc > 1 ? argv[1] : "atoms.json";
@@ -94,7 +142,7 @@ int main(int argc, char** argv) {
   std::vector<int> ctas;
   for (int c = 1; c < sms; c *= 2) ctas.push_back(c);
   ctas.push_back(sms);
-  const int nsrcs[3] = {2, 4, 8};
+  const int* nsrcs = kNsrcs;
 
   printf("# bench/atoms on %s (%d SMs), %zu MiB buffers, %d threads/CTA\n", prop.name, sms,
          kBytes >> 20, kThreads);
@@ -112,45 +160,42 @@ int main(int argc, char** argv) {
   fprintf(js, " \"memcpy_GBps\": %.2f, \"plain_copy_GBps\": %.2f,\n \"atoms\": {\n", memcpyGBs,
           plainGBs);
 
-  const char* name = purlinAtomGetInfo(purlinAtomGeneric)->name;
-  double bestCopy = 0, best8 = 0;
-  std::vector<double> copyBw(ctas.size()), red[3];
-  for (size_t i = 0; i < ctas.size(); ++i) {
-    int c = ctas[i];
-    double us = medianUs([&] { atomCopy<purlinAtomGenericT><<<c, kThreads>>>(dst, src[0], kBytes); });
-    copyBw[i] = kBytes / us / 1e3;
-    bestCopy = std::max(bestCopy, copyBw[i]);
-    for (int r = 0; r < 3; ++r) {
-      int n = nsrcs[r];
-      double rus = medianUs([&] {
-        atomReduce<purlinAtomGenericT><<<c, kThreads>>>((__half*)dst, s, n, kBytes / 2);
-      });
-      red[r].push_back((double)n * kBytes / rus / 1e3);
-    }
-    best8 = std::max(best8, red[2][i]);
-    printf("%-8s %6d %12.1f %14.1f %14.1f %14.1f\n", name, c, copyBw[i], red[0][i], red[1][i],
-           red[2][i]);
-  }
-  /* CTAs the Atom needs to reach 90% of its own peak copy bandwidth. */
-  int ctas90 = sms;
-  for (size_t i = 0; i < ctas.size(); ++i)
-    if (copyBw[i] >= 0.9 * bestCopy) { ctas90 = ctas[i]; break; }
+  AtomResult generic = sweep<purlinAtomGenericT>(ctas, dst, src, s);
+  std::vector<AtomResult> results(1, generic);
+  int cc = prop.major * 10 + prop.minor;
+  if (purlinAtomSupported(purlinAtomHopper, cc))
+    results.push_back(sweep<purlinAtomHopperT>(ctas, dst, src, s));
 
-  fprintf(js, "  \"%s\": {\"ctas\": [", name);
-  for (size_t i = 0; i < ctas.size(); ++i) fprintf(js, "%s%d", i ? ", " : "", ctas[i]);
-  fprintf(js, "],\n   \"copy_GBps\": [");
-  for (size_t i = 0; i < ctas.size(); ++i) fprintf(js, "%s%.2f", i ? ", " : "", copyBw[i]);
-  for (int r = 0; r < 3; ++r) {
-    fprintf(js, "],\n   \"reduce%d_read_GBps\": [", nsrcs[r]);
-    for (size_t i = 0; i < ctas.size(); ++i) fprintf(js, "%s%.2f", i ? ", " : "", red[r][i]);
+  for (size_t a = 0; a < results.size(); ++a) {
+    const AtomResult& r = results[a];
+    fprintf(js, "%s  \"%s\": {\"ctas\": [", a ? ",\n" : "", r.name);
+    for (size_t i = 0; i < ctas.size(); ++i) fprintf(js, "%s%d", i ? ", " : "", ctas[i]);
+    fprintf(js, "],\n   \"copy_GBps\": [");
+    for (size_t i = 0; i < ctas.size(); ++i) fprintf(js, "%s%.2f", i ? ", " : "", r.copy[i]);
+    for (int k = 0; k < 3; ++k) {
+      fprintf(js, "],\n   \"reduce%d_read_GBps\": [", nsrcs[k]);
+      for (size_t i = 0; i < ctas.size(); ++i) fprintf(js, "%s%.2f", i ? ", " : "", r.reduce[k][i]);
+    }
+    fprintf(js, "],\n   \"ctas_for_90pct_copy\": %d, \"ctas_for_90pct_reduce8\": %d}",
+            r.ctas90Copy, r.ctas90Reduce8);
   }
-  fprintf(js, "],\n   \"ctas_for_90pct_copy\": %d}\n }\n}\n", ctas90);
+  fprintf(js, "\n }\n}\n");
   fclose(js);
 
+  double bestCopy = 0, best8 = 0;
+  const char* bestName = "";
+  for (const AtomResult& r : results) {
+    if (r.bestCopy > bestCopy) bestCopy = r.bestCopy, bestName = r.name;
+    best8 = std::max(best8, r.bestReduce8);
+  }
   printf("# targets (issue M2):\n");
-  printf("best Atom copy / cudaMemcpyAsync D2D at 1 GiB: %.3f (target >= 0.95)\n", bestCopy / memcpyGBs);
-  printf("%s: CTAs to reach 90%% of its peak copy: %d of %d\n", name, ctas90, sms);
-  printf("reduce of 8 sources / plain copy kernel read bandwidth: %.3f (target >= 0.85)\n",
+  printf("best Atom copy (%s) / cudaMemcpyAsync D2D at 1 GiB: %.3f (target >= 0.95)\n", bestName,
+         bestCopy / memcpyGBs);
+  for (const AtomResult& r : results)
+    printf("%s: CTAs to reach 90%% of its peak: copy %d, reduce8 %d (generic: %d, %d; target for "
+           "pipelined Atoms <= half of generic's)\n",
+           r.name, r.ctas90Copy, r.ctas90Reduce8, generic.ctas90Copy, generic.ctas90Reduce8);
+  printf("best reduce of 8 sources / plain copy kernel read bandwidth: %.3f (target >= 0.85)\n",
          best8 / plainGBs);
   printf("json: %s\n", jsonPath);
   for (int k = 0; k < 8; ++k) cudaFree(src[k]);

@@ -25,11 +25,13 @@ struct Ptrs {
   const void* src[kMaxSrc];
 };
 
+extern __shared__ __align__(128) char atomSmem[];
+
 template <typename Atom>
 __global__ void __launch_bounds__(kThreads) copyKernel(char* dst, const char* src, size_t bytes) {
   size_t begin, n;
   purlinAtomSlice(bytes, 1, blockIdx.x, gridDim.x, &begin, &n);
-  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x);
+  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x, atomSmem);
 }
 
 template <typename Atom, purlinDataType_t D, purlinRedOp_t O>
@@ -42,7 +44,17 @@ __global__ void __launch_bounds__(kThreads)
   const void* srcs[kMaxSrc];
   for (int k = 0; k < ndst; ++k) dsts[k] = (raw*)p.dst[k] + begin;
   for (int s = 0; s < nsrc; ++s) srcs[s] = (const raw*)p.src[s] + begin;
-  Atom::template reduce<D, O>(dsts, ndst, srcs, nsrc, n, threadIdx.x, blockDim.x);
+  Atom::template reduce<D, O>(dsts, ndst, srcs, nsrc, n, threadIdx.x, blockDim.x, atomSmem);
+}
+
+/* Launches `kernel` with the Atom's dynamic shared memory. */
+template <typename Atom, typename K, typename... Args>
+static void launch(K kernel, int ctas, Args... args) {
+  GPU_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   Atom::smemBytes));
+  kernel<<<ctas, kThreads, Atom::smemBytes>>>(args...);
+  GPU_CUDA_OK(cudaGetLastError());
+  GPU_CUDA_OK(cudaDeviceSynchronize());
 }
 
 static uint32_t mix(uint64_t x) {
@@ -72,104 +84,145 @@ struct Buffers {
 
 static int failuresPrinted = 0;
 
-/* Counts the bytes of an output area (host copy) outside the written range
- * [kGuard + gap, kGuard + gap + bytes) that lost their poison: the guards on
- * both sides and the `gap` left by a misaligned destination. */
-static size_t guardDamage(const std::vector<unsigned char>& area, size_t gap, size_t bytes) {
-  size_t bad = 0;
-  for (size_t i = 0; i < kGuard + gap; ++i) bad += area[i] != kPoison;
-  for (size_t i = kGuard + gap + bytes; i < area.size(); ++i) bad += area[i] != kPoison;
-  return bad;
+
+/* The Atoms this GPU runs, and the CTA counts every case is run at. */
+static bool haveHopper = false;
+static int ctaCounts[3] = {1, 7, 132};
+
+/* Runs the GPU side of one reduce case for one Atom and CTA count, and
+ * compares both destination areas with `want` (the full expected area,
+ * guards and gap included). Returns false on a mismatch. */
+template <typename Atom, purlinDataType_t D, purlinRedOp_t O>
+static bool reduceOn(Buffers* b, const Ptrs& p, char* area, char* area2, size_t areaBytes,
+                     int ndst, int nsrc, size_t count, int ctas,
+                     const std::vector<unsigned char>& want, const char* what) {
+  GPU_CUDA_OK(cudaMemset(area, kPoison, areaBytes));
+  GPU_CUDA_OK(cudaMemset(area2, kPoison, areaBytes));
+  launch<Atom>(reduceKernel<Atom, D, O>, ctas, p, ndst, nsrc, count);
+  std::vector<unsigned char> got(areaBytes);
+  bool ok = true;
+  for (int k = 0; k < ndst; ++k) {
+    GPU_CUDA_OK(cudaMemcpy(got.data(), k ? area2 : area, areaBytes, cudaMemcpyDeviceToHost));
+    if (got == want) continue;
+    ok = false;
+    size_t i = 0;
+    while (got[i] == want[i]) ++i;
+    if (failuresPrinted++ < 20)
+      fprintf(stderr, "  %s atom %s ctas %d dst %d: first wrong byte %zu of %zu (%s): expected "
+              "0x%02x got 0x%02x\n",
+              what, purlinAtomGetInfo(Atom::kind)->name, ctas, k, i, areaBytes,
+              i < kGuard || i >= areaBytes - kGuard ? "guard" : "data", want[i], got[i]);
+  }
+  (void)b;
+  return ok;
 }
 
-/* Runs one reduce case for Atom at `ctas` CTAs into dst (local or peer),
- * compares with the host reference; returns the output bytes. */
+/* One reduce case: inputs and the host reference (sources in order, one
+ * rounding, the same per-element arithmetic) are computed once; every Atom
+ * at every CTA count must produce exactly the reference, guards and the
+ * misalignment gap still poisoned. */
 struct ReduceCase {
   Buffers* b;
   size_t count;
-  int nsrc, ndst, ctas, misalign, peer;
+  int nsrc, ndst, misalign, peer, allCtas;
   uint32_t seed;
-  std::vector<unsigned char>* out; /* filled with the output area */
+  int* runs;
   template <purlinDataType_t D, purlinRedOp_t O>
   void run() {
     typedef purlinDtype<D> T;
     typedef typename T::raw raw;
     size_t bytes = count * sizeof(raw);
     size_t off = (size_t)misalign * sizeof(raw);
-    /* Inputs, shifted by `misalign` elements when testing the scalar path. */
     std::vector<std::vector<raw> > in(nsrc, std::vector<raw>(count));
     for (int s = 0; s < nsrc; ++s) {
       for (size_t e = 0; e < count; ++e) in[s][e] = inputValue<D>(s, e, seed);
       GPU_CUDA_OK(cudaMemcpy(b->srcs[s] + off, in[s].data(), bytes, cudaMemcpyHostToDevice));
     }
-    char* area = peer ? b->peer : b->local;
-    char* area2 = b->local + b->cap + 2 * kGuard; /* second destination */
     size_t areaBytes = bytes + off + 2 * kGuard;
-    GPU_CUDA_OK(cudaMemset(area, kPoison, areaBytes));
-    GPU_CUDA_OK(cudaMemset(area2, kPoison, areaBytes));
+    std::vector<unsigned char> want(areaBytes, kPoison);
+    for (size_t e = 0; e < count; ++e) {
+      typename T::acc a = T::load(in[0][e]);
+      for (int s = 1; s < nsrc; ++s) a = purlinOp<O>::apply(a, T::load(in[s][e]));
+      raw r = T::store(a);
+      memcpy(want.data() + kGuard + off + e * sizeof(raw), &r, sizeof r);
+    }
+    char* area = peer ? b->peer : b->local;
+    char* area2 = b->local + b->cap + 2 * kGuard;
     Ptrs p;
     p.dst[0] = area + kGuard + off;
     p.dst[1] = area2 + kGuard + off;
     for (int s = 0; s < nsrc; ++s) p.src[s] = b->srcs[s] + off;
-    reduceKernel<purlinAtomGenericT, D, O><<<ctas, kThreads>>>(p, ndst, nsrc, count);
-    GPU_CUDA_OK(cudaGetLastError());
-    GPU_CUDA_OK(cudaDeviceSynchronize());
-
-    out->assign(areaBytes, 0);
-    GPU_CUDA_OK(cudaMemcpy(out->data(), area, areaBytes, cudaMemcpyDeviceToHost));
-    std::vector<unsigned char> out2(areaBytes);
-    GPU_CUDA_OK(cudaMemcpy(out2.data(), area2, areaBytes, cudaMemcpyDeviceToHost));
-    size_t wrong = 0;
-    for (size_t e = 0; e < count; ++e) {
-      typename T::acc a = T::load(in[0][e]);
-      for (int s = 1; s < nsrc; ++s) a = purlinOp<O>::apply(a, T::load(in[s][e]));
-      raw want = T::store(a), got, got2;
-      memcpy(&got, out->data() + kGuard + off + e * sizeof(raw), sizeof(raw));
-      memcpy(&got2, out2.data() + kGuard + off + e * sizeof(raw), sizeof(raw));
-      if (got != want || (ndst > 1 && got2 != want)) {
-        if (wrong++ == 0 && failuresPrinted++ < 20)
-          fprintf(stderr,
-                  "  reduce dtype %d op %d count %zu nsrc %d ndst %d ctas %d misalign %d peer %d: "
-                  "element %zu expected 0x%x got 0x%x / 0x%x\n",
-                  (int)D, (int)O, count, nsrc, ndst, ctas, misalign, peer, e, (unsigned)want,
-                  (unsigned)got, (unsigned)got2);
+    char what[160];
+    snprintf(what, sizeof what, "reduce dtype %d op %d count %zu nsrc %d ndst %d misalign %d peer %d",
+             (int)D, (int)O, count, nsrc, ndst, misalign, peer);
+    for (int ci = allCtas ? 0 : 2; ci < 3; ++ci) {
+      CHECK((reduceOn<purlinAtomGenericT, D, O>(b, p, area, area2, areaBytes, ndst, nsrc, count,
+                                                ctaCounts[ci], want, what)));
+      ++*runs;
+      if (haveHopper) {
+        CHECK((reduceOn<purlinAtomHopperT, D, O>(b, p, area, area2, areaBytes, ndst, nsrc, count,
+                                                 ctaCounts[ci], want, what)));
+        ++*runs;
       }
     }
-    CHECK_EQ_INT(wrong, 0);
-    CHECK_EQ_INT(guardDamage(*out, off, bytes), 0);
-    if (ndst > 1) CHECK_EQ_INT(guardDamage(out2, off, bytes), 0);
   }
 };
 
-static void copyCase(Buffers* b, size_t bytes, int misalignSrc, int misalignDst, int ctas,
-                     int peer, uint32_t seed) {
+template <typename Atom>
+static bool copyOn(char* area, size_t areaBytes, char* dst, const char* src, size_t bytes,
+                   int ctas, const std::vector<unsigned char>& want, const char* what) {
+  GPU_CUDA_OK(cudaMemset(area, kPoison, areaBytes));
+  launch<Atom>(copyKernel<Atom>, ctas, dst, src, bytes);
+  std::vector<unsigned char> got(areaBytes);
+  GPU_CUDA_OK(cudaMemcpy(got.data(), area, areaBytes, cudaMemcpyDeviceToHost));
+  if (got == want) return true;
+  size_t i = 0;
+  while (got[i] == want[i]) ++i;
+  if (failuresPrinted++ < 20)
+    fprintf(stderr, "  %s atom %s ctas %d: first wrong byte %zu of %zu: expected 0x%02x got 0x%02x\n",
+            what, purlinAtomGetInfo(Atom::kind)->name, ctas, i, areaBytes, want[i], got[i]);
+  return false;
+}
+
+static int copyCase(Buffers* b, size_t bytes, int misalignSrc, int misalignDst, int allCtas,
+                    int peer, uint32_t seed) {
   std::vector<unsigned char> in(bytes);
   for (size_t i = 0; i < bytes; ++i) in[i] = (unsigned char)mix(((uint64_t)seed << 40) ^ i);
   GPU_CUDA_OK(cudaMemcpy(b->srcs[0] + misalignSrc, in.data(), bytes, cudaMemcpyHostToDevice));
   char* area = peer ? b->peer : b->local;
   size_t areaBytes = bytes + misalignDst + 2 * kGuard;
-  GPU_CUDA_OK(cudaMemset(area, kPoison, areaBytes));
-  copyKernel<purlinAtomGenericT><<<ctas, kThreads>>>(area + kGuard + misalignDst,
-                                                     b->srcs[0] + misalignSrc, bytes);
-  GPU_CUDA_OK(cudaGetLastError());
-  GPU_CUDA_OK(cudaDeviceSynchronize());
-  std::vector<unsigned char> out(areaBytes);
-  GPU_CUDA_OK(cudaMemcpy(out.data(), area, areaBytes, cudaMemcpyDeviceToHost));
-  size_t wrong = 0;
-  for (size_t i = 0; i < bytes; ++i) {
-    if (out[kGuard + misalignDst + i] != in[i] && wrong++ == 0 && failuresPrinted++ < 20)
-      fprintf(stderr, "  copy %zu bytes misalign %d/%d ctas %d peer %d: byte %zu expected %u got %u\n",
-              bytes, misalignSrc, misalignDst, ctas, peer, i, in[i], out[kGuard + misalignDst + i]);
+  std::vector<unsigned char> want(areaBytes, kPoison);
+  if (bytes) memcpy(want.data() + kGuard + misalignDst, in.data(), bytes);
+  char what[128];
+  snprintf(what, sizeof what, "copy %zu bytes misalign %d/%d peer %d", bytes, misalignSrc,
+           misalignDst, peer);
+  int runs = 0;
+  for (int ci = allCtas ? 0 : 2; ci < 3; ++ci) {
+    char* dst = area + kGuard + misalignDst;
+    const char* src = b->srcs[0] + misalignSrc;
+    CHECK(copyOn<purlinAtomGenericT>(area, areaBytes, dst, src, bytes, ctaCounts[ci], want, what));
+    ++runs;
+    if (haveHopper) {
+      CHECK(copyOn<purlinAtomHopperT>(area, areaBytes, dst, src, bytes, ctaCounts[ci], want, what));
+      ++runs;
+    }
   }
-  CHECK_EQ_INT(wrong, 0);
-  CHECK_EQ_INT(guardDamage(out, (size_t)misalignDst, bytes), 0);
+  return runs;
 }
 
 int main(void) {
   if (gpuTestDeviceCount("atoms_test") == 0) return 0;
   GPU_CUDA_OK(cudaSetDevice(0));
-  int sms = 0;
+  int sms = 0, major = 0, minor = 0;
   GPU_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  GPU_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  GPU_CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+  int cc = major * 10 + minor;
+  ctaCounts[2] = sms;
+  haveHopper = purlinAtomSupported(purlinAtomHopper, cc);
+  CHECK(purlinAtomSupported(purlinAtomGeneric, cc));
+  CHECK_EQ_INT(purlinAtomGetInfo(purlinAtomHopper)->dynamicSmemBytes, purlinAtomHopperT::smemBytes);
+  printf("  atoms on sm_%d: generic%s\n", cc, haveHopper ? ", hopper" : "");
 
   /* Two ranks on GPU 0: rank 1's heap is the peer destination. */
   purlinComm_t comms[2];
@@ -189,12 +242,10 @@ int main(void) {
 
   const size_t counts[] = {0, 1, 2, 3, 7, 13, 31, 127, 257, 1021, 1023, 1025, 4093, 65535, 65537, 100003};
   const int nsrcs[] = {1, 2, 3, 8};
-  const int ctaCounts[] = {1, 7, sms};
   const purlinDataType_t dtypes[] = {purlinFloat32, purlinFloat16, purlinBfloat16,
                                      purlinFp8E4M3, purlinFp8E5M2, purlinInt32};
   const purlinRedOp_t ops[] = {purlinSum, purlinMax, purlinMin};
-  int cases = 0;
-  std::vector<unsigned char> out, first;
+  int runs = 0;
 
   for (purlinDataType_t d : dtypes)
     for (purlinRedOp_t o : ops)
@@ -202,44 +253,37 @@ int main(void) {
         for (int nsrc : nsrcs)
           for (int peer = 0; peer < 2; ++peer)
             for (int misalign = 0; misalign < 2; ++misalign) {
-              /* The same inputs at every CTA count must give the same bits. */
-              for (int ci = 0; ci < 3; ++ci) {
-                ReduceCase rc = {&b, count, nsrc, 1 + (nsrc == 2), ctaCounts[ci], misalign, peer,
-                                 (uint32_t)(count * 31 + nsrc), &out};
-                CHECK(purlinDispatchDtypeOp(d, o, rc));
-                if (ci == 0) first = out;
-                else CHECK(out == first);
-                ++cases;
-              }
+              ReduceCase rc = {&b, count, nsrc, 1 + (nsrc == 2), misalign, peer, 1,
+                               (uint32_t)(count * 31 + nsrc), &runs};
+              CHECK(purlinDispatchDtypeOp(d, o, rc));
             }
-  printf("  reduce: %d cases (6 dtypes x 3 ops x %zu sizes x {1,2,3,8} sources x local/peer x "
-         "aligned/misaligned x {1,7,%d} CTAs), bit-exact\n",
-         cases, sizeof counts / sizeof counts[0], sms);
+  printf("  reduce: %d runs (6 dtypes x 3 ops x %zu sizes x {1,2,3,8} sources x local/peer x "
+         "aligned/misaligned x {1,7,%d} CTAs x atoms), bit-exact vs host reference\n",
+         runs, sizeof counts / sizeof counts[0], sms);
 
-  /* 256 MiB per datatype: sum of 2 sources, all CTAs, host-checked in full. */
+  /* 256 MiB per datatype: sum of 2 sources into the peer heap, all SMs. */
+  runs = 0;
   for (purlinDataType_t d : dtypes) {
     size_t count = ((size_t)256 << 20) / purlinDtypeBytes(d);
-    ReduceCase rc = {&b, count, 2, 1, sms, 0, 1, 99u, &out};
+    ReduceCase rc = {&b, count, 2, 1, 0, 1, 0, 99u, &runs};
     CHECK(purlinDispatchDtypeOp(d, purlinSum, rc));
-    ++cases;
   }
-  printf("  reduce: 256 MiB sum for every datatype into the peer heap, bit-exact\n");
+  printf("  reduce: 256 MiB sum for every datatype into the peer heap, %d runs, bit-exact\n", runs);
 
   const size_t copyBytes[] = {0, 1, 15, 16, 17, 255, 4095, 4097, 65537, (1u << 20) + 3,
                               (size_t)256 << 20};
   const int misaligns[][2] = {{0, 0}, {1, 1}, {4, 4}, {8, 8}, {0, 3}, {2, 6}};
-  int copies = 0;
+  runs = 0;
   for (size_t bytes : copyBytes)
     for (const int* m : misaligns)
-      for (int ci = 0; ci < 3; ++ci)
-        for (int peer = 0; peer < 2; ++peer) {
-          if (bytes == ((size_t)256 << 20) && (ci != 2 || m[0] != m[1])) continue;
-          copyCase(&b, bytes, m[0], m[1], ctaCounts[ci], peer, (uint32_t)bytes + ci);
-          ++copies;
-        }
-  printf("  copy: %d cases (sizes 0..256 MiB, 6 alignments, {1,7,%d} CTAs, local/peer), exact, "
-         "guards intact\n",
-         copies, sms);
+      for (int peer = 0; peer < 2; ++peer) {
+        bool big = bytes == ((size_t)256 << 20);
+        if (big && m[0] != m[1]) continue;
+        runs += copyCase(&b, bytes, m[0], m[1], !big, peer, (uint32_t)bytes + m[0]);
+      }
+  printf("  copy: %d runs (sizes 0..256 MiB, 6 alignments, {1,7,%d} CTAs, local/peer, atoms), "
+         "exact, guards intact\n",
+         runs, sms);
 
   for (int s = 0; s < kMaxSrc; ++s) GPU_CUDA_OK(cudaFree(b.srcs[s]));
   GPU_CUDA_OK(cudaFree(b.local));
