@@ -3,8 +3,10 @@
 # all benchmarks. Full output goes to $OUT/tests.log and $OUT/bench.log (OUT
 # defaults to /tmp/purlin-gpu); the benchmark tables and a summary, one line
 # per binary and a closing "N passed, N failed, N skipped", are printed last.
-# Exit status is non-zero if anything failed.
+# Exit status is non-zero if anything failed. Arguments, if any, are name
+# patterns (grep -E) that select which binaries run, e.g. `atoms|comm`.
 set -u
+only="${1:-.}"
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp/purlin-gpu}"
 mkdir -p "$out"
@@ -43,9 +45,13 @@ run_one() { # kind binary log [args...]
 
 : >"$out/tests.log"
 : >"$out/bench.log"
-for t in .gpu/tests/*; do run_one test "$t" "$out/tests.log"; done
+for t in .gpu/tests/*; do
+  basename "$t" | grep -qE "$only" && run_one test "$t" "$out/tests.log"
+done
 # Each benchmark may write JSON to its first argument; plots come from it.
-for b in .gpu/bench/*; do run_one bench "$b" "$out/bench.log" "$out/$(basename "$b").json"; done
+for b in .gpu/bench/*; do
+  basename "$b" | grep -qE "$only" && run_one bench "$b" "$out/bench.log" "$out/$(basename "$b").json"
+done
 for j in "$out"/*.json; do
   [ -f "$j" ] || continue
   python3 tools/plot_bench.py "$j" "${j%.json}.png" >>"$out/bench.log" 2>&1 ||
