@@ -14,15 +14,23 @@
 extern "C" {
 #endif
 
-/* The Atoms built so far. The Ampere cp.async pipeline of DESIGN.md
- * section 3 takes the next value when it lands; Blackwell (sm100) runs the
- * Hopper Atom until a Blackwell GPU is available to tune a datapath of its
- * own. */
+/* The Atoms. Blackwell (sm100) runs the Hopper Atom until a Blackwell GPU
+ * is available to tune a datapath of its own; NVLink SHARP (multicast) would
+ * be the next kind, and is out of scope (DESIGN.md section 3). */
 typedef enum purlinAtomKind_t {
   purlinAtomGeneric = 0, /* sm70+: 16-byte vector loads/stores */
-  purlinAtomHopper = 1,  /* sm90+: cp.async.bulk (TMA) with mbarriers */
-  purlinNumAtomKinds = 2
+  purlinAtomAmpere = 1,  /* sm80+: per-thread cp.async pipeline into shared memory */
+  purlinAtomHopper = 2,  /* sm90+: cp.async.bulk (TMA) with mbarriers */
+  purlinNumAtomKinds = 3
 } purlinAtomKind_t;
+
+/* The Ampere Atom's pipeline: STAGES rounds of UNROLL 16-byte chunks per
+ * thread, for teams of up to MAX_THREADS threads. */
+#define PURLIN_AMPERE_STAGES 4
+#define PURLIN_AMPERE_UNROLL 4
+#define PURLIN_AMPERE_MAX_THREADS 512
+#define PURLIN_AMPERE_SMEM_BYTES \
+  (PURLIN_AMPERE_STAGES * PURLIN_AMPERE_UNROLL * PURLIN_AMPERE_MAX_THREADS * 16)
 
 /* The Hopper Atom's pipeline: stages of shared memory, each holding one
  * tile (copy) or one tile per source (reduce), then a "full" and an "empty"

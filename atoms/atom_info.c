@@ -11,6 +11,8 @@ static const char kOrdering[] =
 static const purlinAtomInfo_t infos[purlinNumAtomKinds] = {
     /* 512 threads x 4 chunks of 16 bytes in flight per iteration. */
     [purlinAtomGeneric] = {"generic", 70, 512, 0, 16, 1, 512 * 16 * 4, kOrdering},
+    [purlinAtomAmpere] = {"ampere", 80, 512, PURLIN_AMPERE_SMEM_BYTES, 16, PURLIN_AMPERE_STAGES,
+                          PURLIN_AMPERE_UNROLL * PURLIN_AMPERE_MAX_THREADS * 16, kOrdering},
     [purlinAtomHopper] = {"hopper", 90, 512, PURLIN_HOPPER_SMEM_BYTES, 16, PURLIN_HOPPER_STAGES,
                           PURLIN_HOPPER_STAGE_BYTES, kOrdering},
 };

@@ -16,6 +16,7 @@
 
 #include "atoms/atom.h"
 #include "atoms/dtype.cuh"
+#include "atoms/ampere.cuh"
 #include "atoms/generic.cuh"
 #include "atoms/hopper.cuh"
 
@@ -33,6 +34,21 @@ struct purlinAtomGenericT {
                                                 int tid, int nthreads, void* smem) {
     (void)smem;
     purlinGenericReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads);
+  }
+};
+
+struct purlinAtomAmpereT {
+  static const purlinAtomKind_t kind = purlinAtomAmpere;
+  static const int smemBytes = PURLIN_AMPERE_SMEM_BYTES;
+  static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
+                                              int nthreads, void* smem) {
+    purlinAmpereCopy(dst, src, bytes, tid, nthreads, smem);
+  }
+  template <purlinDataType_t D, purlinRedOp_t O>
+  static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
+                                                const void* const* srcs, int nsrc, size_t count,
+                                                int tid, int nthreads, void* smem) {
+    purlinAmpereReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem);
   }
 };
 
@@ -54,6 +70,19 @@ struct purlinAtomHopperT {
 /* The Atom of the device API (purlin/device.cuh): needs no shared memory, so
  * user kernels launch it the same way on every GPU. */
 typedef purlinAtomGenericT purlinAtomDefault;
+
+/* Calls f.template run<AtomT>() for the Atom type of `kind`; false for
+ * values outside the enum. The host picks `kind` (purlinAtomSupported,
+ * atoms/policy.h); kernels are instantiated for every Atom. */
+template <typename F>
+__host__ bool purlinDispatchAtom(purlinAtomKind_t kind, F& f) {
+  switch (kind) {
+    case purlinAtomGeneric: f.template run<purlinAtomGenericT>(); return true;
+    case purlinAtomAmpere: f.template run<purlinAtomAmpereT>(); return true;
+    case purlinAtomHopper: f.template run<purlinAtomHopperT>(); return true;
+    default: return false;
+  }
+}
 
 /* Splits `count` elements of `elemBytes` among `nparts` parts on 16-byte
  * boundaries (so every part keeps the vector path) and returns part

@@ -8,7 +8,10 @@
  * untouched. Results must be identical across CTA counts (determinism).
  */
 #include <stdint.h>
+
+#include <algorithm>
 #include <string.h>
+#include <thread>
 #include <vector>
 
 #include "atoms/atoms.cuh"
@@ -75,6 +78,19 @@ static typename purlinDtype<D>::raw inputValue(int s, size_t e, uint32_t seed) {
   return (typename purlinDtype<D>::raw)purlinDtype<D>::store((typename purlinDtype<D>::acc)f);
 }
 
+/* Runs f(i) for i in [0, n) on every host core: the 256 MiB cases would
+ * otherwise spend most of the test's time in the host reference. */
+template <typename F>
+static void parallelFor(size_t n, F f) {
+  unsigned nt = n < ((size_t)1 << 16) ? 1 : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < nt; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = n * t / nt; i < n * (t + 1) / nt; ++i) f(i);
+    });
+  for (std::thread& th : threads) th.join();
+}
+
 struct Buffers {
   char* local;     /* device: guard | output | guard */
   char* peer;      /* in rank 1's heap: guard | output | guard */
@@ -86,7 +102,7 @@ static int failuresPrinted = 0;
 
 
 /* The Atoms this GPU runs, and the CTA counts every case is run at. */
-static bool haveHopper = false;
+static std::vector<purlinAtomKind_t> atomKinds;
 static int ctaCounts[3] = {1, 7, 132};
 
 /* Runs the GPU side of one reduce case for one Atom and CTA count, and
@@ -117,6 +133,24 @@ static bool reduceOn(Buffers* b, const Ptrs& p, char* area, char* area2, size_t 
   return ok;
 }
 
+template <purlinDataType_t D, purlinRedOp_t O>
+struct ReduceOnAtom {
+  Buffers* b;
+  const Ptrs* p;
+  char *area, *area2;
+  size_t areaBytes;
+  int ndst, nsrc;
+  size_t count;
+  int ctas;
+  const std::vector<unsigned char>* want;
+  const char* what;
+  bool ok;
+  template <typename Atom>
+  void run() {
+    ok = reduceOn<Atom, D, O>(b, *p, area, area2, areaBytes, ndst, nsrc, count, ctas, *want, what);
+  }
+};
+
 /* One reduce case: inputs and the host reference (sources in order, one
  * rounding, the same per-element arithmetic) are computed once; every Atom
  * at every CTA count must produce exactly the reference, guards and the
@@ -135,17 +169,17 @@ struct ReduceCase {
     size_t off = (size_t)misalign * sizeof(raw);
     std::vector<std::vector<raw> > in(nsrc, std::vector<raw>(count));
     for (int s = 0; s < nsrc; ++s) {
-      for (size_t e = 0; e < count; ++e) in[s][e] = inputValue<D>(s, e, seed);
+      parallelFor(count, [&](size_t e) { in[s][e] = inputValue<D>(s, e, seed); });
       GPU_CUDA_OK(cudaMemcpy(b->srcs[s] + off, in[s].data(), bytes, cudaMemcpyHostToDevice));
     }
     size_t areaBytes = bytes + off + 2 * kGuard;
     std::vector<unsigned char> want(areaBytes, kPoison);
-    for (size_t e = 0; e < count; ++e) {
+    parallelFor(count, [&](size_t e) {
       typename T::acc a = T::load(in[0][e]);
       for (int s = 1; s < nsrc; ++s) a = purlinOp<O>::apply(a, T::load(in[s][e]));
       raw r = T::store(a);
       memcpy(want.data() + kGuard + off + e * sizeof(raw), &r, sizeof r);
-    }
+    });
     char* area = peer ? b->peer : b->local;
     char* area2 = b->local + b->cap + 2 * kGuard;
     Ptrs p;
@@ -155,16 +189,14 @@ struct ReduceCase {
     char what[160];
     snprintf(what, sizeof what, "reduce dtype %d op %d count %zu nsrc %d ndst %d misalign %d peer %d",
              (int)D, (int)O, count, nsrc, ndst, misalign, peer);
-    for (int ci = allCtas ? 0 : 2; ci < 3; ++ci) {
-      CHECK((reduceOn<purlinAtomGenericT, D, O>(b, p, area, area2, areaBytes, ndst, nsrc, count,
-                                                ctaCounts[ci], want, what)));
-      ++*runs;
-      if (haveHopper) {
-        CHECK((reduceOn<purlinAtomHopperT, D, O>(b, p, area, area2, areaBytes, ndst, nsrc, count,
-                                                 ctaCounts[ci], want, what)));
+    for (int ci = allCtas ? 0 : 2; ci < 3; ++ci)
+      for (purlinAtomKind_t kind : atomKinds) {
+        ReduceOnAtom<D, O> r = {b, &p, area, area2, areaBytes, ndst, nsrc, count, ctaCounts[ci],
+                                &want, what, false};
+        CHECK(purlinDispatchAtom(kind, r));
+        CHECK(r.ok);
         ++*runs;
       }
-    }
   }
 };
 
@@ -184,10 +216,26 @@ static bool copyOn(char* area, size_t areaBytes, char* dst, const char* src, siz
   return false;
 }
 
+struct CopyOnAtom {
+  char* area;
+  size_t areaBytes;
+  char* dst;
+  const char* src;
+  size_t bytes;
+  int ctas;
+  const std::vector<unsigned char>* want;
+  const char* what;
+  bool ok;
+  template <typename Atom>
+  void run() {
+    ok = copyOn<Atom>(area, areaBytes, dst, src, bytes, ctas, *want, what);
+  }
+};
+
 static int copyCase(Buffers* b, size_t bytes, int misalignSrc, int misalignDst, int allCtas,
                     int peer, uint32_t seed) {
   std::vector<unsigned char> in(bytes);
-  for (size_t i = 0; i < bytes; ++i) in[i] = (unsigned char)mix(((uint64_t)seed << 40) ^ i);
+  parallelFor(bytes, [&](size_t i) { in[i] = (unsigned char)mix(((uint64_t)seed << 40) ^ i); });
   GPU_CUDA_OK(cudaMemcpy(b->srcs[0] + misalignSrc, in.data(), bytes, cudaMemcpyHostToDevice));
   char* area = peer ? b->peer : b->local;
   size_t areaBytes = bytes + misalignDst + 2 * kGuard;
@@ -197,16 +245,14 @@ static int copyCase(Buffers* b, size_t bytes, int misalignSrc, int misalignDst, 
   snprintf(what, sizeof what, "copy %zu bytes misalign %d/%d peer %d", bytes, misalignSrc,
            misalignDst, peer);
   int runs = 0;
-  for (int ci = allCtas ? 0 : 2; ci < 3; ++ci) {
-    char* dst = area + kGuard + misalignDst;
-    const char* src = b->srcs[0] + misalignSrc;
-    CHECK(copyOn<purlinAtomGenericT>(area, areaBytes, dst, src, bytes, ctaCounts[ci], want, what));
-    ++runs;
-    if (haveHopper) {
-      CHECK(copyOn<purlinAtomHopperT>(area, areaBytes, dst, src, bytes, ctaCounts[ci], want, what));
+  for (int ci = allCtas ? 0 : 2; ci < 3; ++ci)
+    for (purlinAtomKind_t kind : atomKinds) {
+      CopyOnAtom c = {area, areaBytes, area + kGuard + misalignDst, b->srcs[0] + misalignSrc,
+                      bytes, ctaCounts[ci], &want, what, false};
+      CHECK(purlinDispatchAtom(kind, c));
+      CHECK(c.ok);
       ++runs;
     }
-  }
   return runs;
 }
 
@@ -219,10 +265,16 @@ int main(void) {
   GPU_CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
   int cc = major * 10 + minor;
   ctaCounts[2] = sms;
-  haveHopper = purlinAtomSupported(purlinAtomHopper, cc);
+  printf("  atoms on sm_%d:", cc);
+  for (int k = 0; k < purlinNumAtomKinds; ++k) {
+    if (!purlinAtomSupported((purlinAtomKind_t)k, cc)) continue;
+    atomKinds.push_back((purlinAtomKind_t)k);
+    printf(" %s", purlinAtomGetInfo((purlinAtomKind_t)k)->name);
+  }
+  printf("\n");
   CHECK(purlinAtomSupported(purlinAtomGeneric, cc));
+  CHECK_EQ_INT(purlinAtomGetInfo(purlinAtomAmpere)->dynamicSmemBytes, purlinAtomAmpereT::smemBytes);
   CHECK_EQ_INT(purlinAtomGetInfo(purlinAtomHopper)->dynamicSmemBytes, purlinAtomHopperT::smemBytes);
-  printf("  atoms on sm_%d: generic%s\n", cc, haveHopper ? ", hopper" : "");
 
   /* Two ranks on GPU 0: rank 1's heap is the peer destination. */
   purlinComm_t comms[2];
