@@ -1,8 +1,10 @@
 /*
- * comm.c -- communicator creation, queries, destruction and abort for one
- * process driving several ranks (purlinCommInitAll), and the registry of
- * live handles that lets every entry point reject a destroyed or foreign
- * handle without touching its memory.
+ * comm.c -- communicator creation, queries, destruction and abort: for one
+ * process driving several ranks (purlinCommInitAll) and for one process per
+ * GPU (purlinCommInitRank, whose rendezvous and descriptor passing are
+ * bootstrap.c's; the CUDA side, heaps exported and imported, is here), and
+ * the registry of live handles that lets every entry point reject a
+ * destroyed or foreign handle without touching its memory.
  */
 #include "runtime/comm.h"
 
@@ -10,11 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
+#include "runtime/bootstrap.h"
 #include "runtime/config.h"
 #include "runtime/cudawrap.h"
+#include "runtime/launch_env.h"
 #include "runtime/platform.h"
 
 PURLIN_STATIC_ASSERT(PURLIN_MAX_RANKS == PURLIN_DEV_MAX_RANKS,
@@ -116,10 +121,14 @@ static purlinResult_t validateInit(purlinComm_t* comms, int nranks, const int* d
 }
 
 /* Releases a group's device and host resources in reverse order of
- * acquisition. */
+ * acquisition: the abort word, then the peer processes' heaps (mapped after
+ * this process's own, in rank order), then the heaps created here. */
 static void groupRelease(struct purlinGroup* group) {
   if (group->abortHost != NULL) cudaFreeHost((void*)group->abortHost);
-  for (int r = group->nranks - 1; r >= 0; --r) purlinHeapRelease(&group->heaps[r]);
+  for (int r = group->nranks - 1; r >= 0; --r)
+    if (group->heaps[r].imported) purlinHeapRelease(&group->heaps[r]);
+  for (int r = group->nranks - 1; r >= 0; --r)
+    if (!group->heaps[r].imported) purlinHeapRelease(&group->heaps[r]);
   free(group);
 }
 
@@ -174,6 +183,7 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
     PURLIN_FAIL_GOTO(res, fail, purlinOutOfMemory, "cannot allocate the group (%zu bytes)",
                      sizeof *group);
   group->nranks = nranks;
+  group->localRank = -1;
   memcpy(group->devices, placement, sizeof(int) * (size_t)nranks);
 
   /* Granularities are powers of two, so the largest is a multiple of all and
@@ -235,6 +245,440 @@ fail:
 
 PURLIN_API purlinResult_t purlinCommInitAll(purlinComm_t* comms, int nranks, const int* devices) {
   return purlinCommInitAllConfig(comms, nranks, devices, NULL);
+}
+
+/* --- One process per GPU ---------------------------------------------------- */
+
+PURLIN_STATIC_ASSERT(sizeof(purlinUniqueId_t) == sizeof(purlinBootstrapId_t),
+                     "purlinUniqueId_t carries a purlinBootstrapId_t");
+
+/* What each rank reports after a step that can fail on it alone, so that
+ * every rank learns of every failure and all ranks fail together instead of
+ * some waiting for a peer that has given up. */
+typedef struct rankStatus_t {
+  int32_t result;
+  int32_t reserved;
+  uint64_t heapBytes;
+  char message[PURLIN_ERROR_MSG_MAX];
+} rankStatus_t;
+
+/* Per-call scratch of purlinCommInitRank, on the heap: about 20 KiB, too
+ * much for the small stacks of some callers' threads. */
+typedef struct initRankScratch {
+  purlinRankInfo_t infos[PURLIN_MAX_RANKS];
+  rankStatus_t statuses[PURLIN_MAX_RANKS];
+} initRankScratch;
+
+/* The most devices whose UUIDs are compared with the peers' GPUs. */
+#define PURLIN_MAX_VISIBLE_DEVICES 64
+
+void purlinUuidText(const unsigned char uuid[16], char text[41]) {
+  static const char hex[] = "0123456789abcdef";
+  char* p = text;
+  memcpy(p, "GPU-", 4);
+  p += 4;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
+    *p++ = hex[uuid[i] >> 4];
+    *p++ = hex[uuid[i] & 15];
+  }
+  *p = '\0';
+}
+
+/* Names the first field in which two resolved configurations differ. */
+static purlinResult_t configsAgree(const purlinConfig_t* c, const purlinConfig_t* c0, int r,
+                                   const char* fn) {
+  struct {
+    const char* name;
+    unsigned long long value, value0;
+  } fields[] = {
+      {"size", c->size, c0->size},
+      {"version", c->version, c0->version},
+      {"megakernelCtas", (unsigned long long)c->megakernelCtas,
+       (unsigned long long)c0->megakernelCtas},
+      {"timeoutMs", (unsigned long long)c->timeoutMs, (unsigned long long)c0->timeoutMs},
+      {"latencyBufferBytes", c->latencyBufferBytes, c0->latencyBufferBytes},
+      {"throughputBufferBytes", c->throughputBufferBytes, c0->throughputBufferBytes},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i)
+    PURLIN_RETURN_IF(fields[i].value != fields[i].value0, purlinInvalidUsage,
+                     "%s: rank %d's configuration differs from rank 0's: %s is %llu on rank %d "
+                     "and %llu on rank 0 (after rounding); every rank must pass the same "
+                     "configuration",
+                     fn, r, fields[i].name, fields[i].value, r, fields[i].value0);
+  return purlinSuccess;
+}
+
+static int sameProcess(const purlinRankInfo_t* a, const purlinRankInfo_t* b) {
+  return a->pid == b->pid && a->processNonce == b->processNonce;
+}
+
+purlinResult_t purlinRankInfoCheck(const purlinRankInfo_t* info, int nranks, const char* fn) {
+  for (int r = 0; r < nranks; ++r) {
+    PURLIN_RETURN_IF(info[r].rank != r, purlinInternalError,
+                     "%s: the description in rank %d's place is rank %d's", fn, r, info[r].rank);
+    PURLIN_RETURN_IF(info[r].version != info[0].version, purlinInvalidUsage,
+                     "%s: rank %d runs purlin %u and rank 0 runs purlin %u; every rank must use "
+                     "the same library version",
+                     fn, r, info[r].version, info[0].version);
+    PURLIN_RETURN_IF(info[r].nranks != info[0].nranks, purlinInvalidUsage,
+                     "%s: rank %d passed nranks %d and rank 0 passed nranks %d; every rank must "
+                     "pass the same nranks",
+                     fn, r, info[r].nranks, info[0].nranks);
+    PURLIN_CHECK(configsAgree(&info[r].config, &info[0].config, r, fn));
+  }
+  for (int a = 0; a < nranks; ++a) {
+    int onGpu = 1;
+    for (int b = a + 1; b < nranks; ++b) {
+      if (memcmp(info[a].uuid, info[b].uuid, sizeof info[a].uuid) != 0) continue;
+      ++onGpu;
+      if (sameProcess(&info[a], &info[b])) continue;
+      char uuid[41];
+      purlinUuidText(info[a].uuid, uuid);
+      return PURLIN_ERROR(purlinInvalidUsage,
+                          "%s: ranks %d and %d run in different processes (pids %d and %d) on "
+                          "the same GPU %s (PCI %.16s; device %d in rank %d's process, device %d "
+                          "in rank %d's); ranks of different processes on one GPU are "
+                          "time-sliced, not concurrent, so purlin refuses them (DESIGN.md "
+                          "section 8): give every process its own GPU, or drive several ranks "
+                          "on one GPU from one process with purlinCommInitAll",
+                          fn, a, b, info[a].pid, info[b].pid, uuid, info[a].busId,
+                          info[a].device, a, info[b].device, b);
+    }
+    /* Ranks of one process on one GPU wait on each other inside kernels:
+     * all their megakernel CTAs must be resident at once. */
+    PURLIN_RETURN_IF(onGpu * info[a].config.megakernelCtas > info[a].sms, purlinInvalidUsage,
+                     "%s: %d ranks of one process (pid %d) on device %d need %d x %d = %d "
+                     "co-resident megakernel CTAs, but the device has %d SMs",
+                     fn, onGpu, info[a].pid, info[a].device, onGpu, info[a].config.megakernelCtas,
+                     onGpu * info[a].config.megakernelCtas, info[a].sms);
+  }
+  return purlinSuccess;
+}
+
+/* A random number per process, to tell processes apart where pids repeat
+ * (containers with their own pid namespace sharing one network namespace,
+ * as pods do). A forked child keeps it but has another pid. */
+static purlinResult_t processNonce(uint64_t* nonce) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static uint64_t value;
+  static int ready;
+  purlinResult_t res = purlinSuccess;
+  pthread_mutex_lock(&lock);
+  if (!ready) {
+    res = purlinBootstrapRandom(&value, sizeof value);
+    ready = res == purlinSuccess;
+  }
+  *nonce = value;
+  pthread_mutex_unlock(&lock);
+  return res;
+}
+
+/* Checks the arguments of purlinCommInitRank and the local device before
+ * anything is acquired. *device < 0 means the calling thread's device. */
+static purlinResult_t validateInitRank(purlinComm_t* comm, int nranks,
+                                       const purlinBootstrapId_t* id, int rank,
+                                       const purlinConfig_t* config, purlinConfig_t* resolved,
+                                       int* device, const char* fn) {
+  const purlinPlatform_t* platform = purlinPlatformGet();
+  int ndev = 0, sms = 0;
+  PURLIN_RETURN_IF(comm == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
+  PURLIN_RETURN_IF(nranks < 1 || nranks > PURLIN_MAX_RANKS, purlinInvalidArgument,
+                   "%s: nranks is %d, must be 1..%d", fn, nranks, PURLIN_MAX_RANKS);
+  PURLIN_RETURN_IF(rank < 0 || rank >= nranks, purlinInvalidArgument,
+                   "%s: rank is %d, must be 0..%d (nranks is %d)", fn, rank, nranks - 1, nranks);
+  PURLIN_CHECK(purlinConfigResolve(config, resolved));
+  PURLIN_CHECK(purlinBootstrapIdCheck(id));
+  PURLIN_CHECK(platform->deviceCount(&ndev));
+  PURLIN_RETURN_IF(ndev < 1, purlinNoDevice, "%s: no CUDA device is visible", fn);
+  if (*device < 0) PURLIN_CUDA_CHECK(cudaGetDevice(device));
+  PURLIN_RETURN_IF(*device >= ndev, purlinInvalidArgument,
+                   "%s: device %d, but the visible CUDA devices are 0..%d", fn, *device, ndev - 1);
+  PURLIN_CHECK(platform->smCount(*device, &sms));
+  PURLIN_RETURN_IF(resolved->megakernelCtas > sms, purlinInvalidUsage,
+                   "%s: config->megakernelCtas is %d, but device %d has %d SMs and every "
+                   "megakernel CTA must be resident at once",
+                   fn, resolved->megakernelCtas, *device, sms);
+  return purlinSuccess;
+}
+
+/* This rank's description for the first exchange. */
+static purlinResult_t describeRank(purlinRankInfo_t* me, int rank, int nranks, int device,
+                                   const purlinConfig_t* config) {
+  struct cudaDeviceProp prop;
+  size_t granularity = 0;
+  memset(me, 0, sizeof *me);
+  me->version = PURLIN_VERSION_CODE;
+  me->rank = rank;
+  me->nranks = nranks;
+  me->pid = (int32_t)getpid();
+  PURLIN_CHECK(processNonce(&me->processNonce));
+  me->device = device;
+  PURLIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  memcpy(me->uuid, prop.uuid.bytes, sizeof me->uuid);
+  me->sms = prop.multiProcessorCount;
+  PURLIN_CUDA_CHECK(cudaDeviceGetPCIBusId(me->busId, (int)sizeof me->busId, device));
+  PURLIN_CHECK(purlinHeapGranularity(device, &granularity));
+  me->granularity = granularity;
+  me->config = *config;
+  return purlinSuccess;
+}
+
+/* Finds the local ordinal of the GPU with `uuid` among `ndev` visible ones. */
+static int visibleOrdinal(const unsigned char (*uuids)[16], int ndev, const unsigned char* uuid) {
+  for (int d = 0; d < ndev; ++d)
+    if (memcmp(uuids[d], uuid, 16) == 0) return d;
+  return -1;
+}
+
+/* The local part before heaps are shared: every peer's GPU is visible here
+ * and reachable, then this rank's heap is created and exported. The group is
+ * handed to the caller at once (*out), who releases it on any failure. */
+static purlinResult_t rankSetup(struct purlinGroup** out, const purlinRankInfo_t* infos,
+                                int nranks, int rank, int device, const purlinConfig_t* config,
+                                purlinHeapLayout_t* layout, int* exportFd, const char* fn) {
+  const purlinPlatform_t* platform = purlinPlatformGet();
+  unsigned char uuids[PURLIN_MAX_VISIBLE_DEVICES][16];
+  size_t granularity = 0;
+  int ndev = 0;
+
+  struct purlinGroup* group = calloc(1, sizeof *group);
+  PURLIN_RETURN_IF(group == NULL, purlinOutOfMemory, "cannot allocate the group (%zu bytes)",
+                   sizeof *group);
+  *out = group;
+  group->nranks = nranks;
+  group->localRank = rank;
+  PURLIN_CHECK(platform->deviceCount(&ndev));
+  if (ndev > PURLIN_MAX_VISIBLE_DEVICES) ndev = PURLIN_MAX_VISIBLE_DEVICES;
+  for (int d = 0; d < ndev; ++d) {
+    struct cudaDeviceProp prop;
+    PURLIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    memcpy(uuids[d], prop.uuid.bytes, 16);
+  }
+  for (int p = 0; p < nranks; ++p) {
+    int can = 0, d = p == rank ? device : visibleOrdinal(uuids, ndev, infos[p].uuid);
+    char uuid[41];
+    purlinUuidText(infos[p].uuid, uuid);
+    /* Peer access can only be checked, and peer memory only mapped, for a
+     * GPU this process can name. */
+    PURLIN_RETURN_IF(d < 0, purlinInvalidUsage,
+                     "%s: rank %d's GPU %s (device %d in its process) is not visible to rank %d "
+                     "(pid %d), which must map its heap; every process needs every GPU of the "
+                     "communicator visible (check CUDA_VISIBLE_DEVICES)",
+                     fn, p, uuid, infos[p].device, rank, (int)getpid());
+    group->devices[p] = d;
+    if (d == device) continue;
+    PURLIN_CHECK(platform->canAccessPeer(device, d, &can));
+    PURLIN_RETURN_IF(!can, purlinInvalidUsage,
+                     "%s: device %d cannot access device %d peer-to-peer (cudaDeviceCanAccessPeer "
+                     "is 0), so rank %d cannot reach rank %d; purlin needs NVLink or PCIe peer "
+                     "access between all GPUs it uses",
+                     fn, device, d, rank, p);
+  }
+  /* Granularities are powers of two, so the largest is a multiple of all
+   * and every rank computes the same heap size. */
+  for (int p = 0; p < nranks; ++p)
+    if (infos[p].granularity > granularity) granularity = (size_t)infos[p].granularity;
+  PURLIN_CHECK(purlinHeapLayoutCompute(config, granularity, layout));
+  PURLIN_CHECK(purlinHeapCreate(&group->heaps[rank], device, layout->heapBytes));
+  PURLIN_CHECK(purlinHeapSetAccess(&group->heaps[rank], &device, 1));
+  if (nranks > 1) PURLIN_CHECK(purlinHeapExport(&group->heaps[rank], exportFd));
+  return purlinSuccess;
+}
+
+/* The local part after heaps are shared: maps every peer's heap (closing
+ * each descriptor as soon as it is imported), then the abort word, the
+ * device context and the handle. */
+static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int rank, int device,
+                              const purlinConfig_t* config, const purlinHeapLayout_t* layout,
+                              int prevDevice, struct purlinComm** made) {
+  void* abortHost = NULL;
+  void* abortDevice = NULL;
+  for (int p = 0; p < group->nranks; ++p) {
+    if (p == rank) continue;
+    PURLIN_RETURN_IF(peerFds[p] < 0, purlinInternalError,
+                     "rank %d sent no descriptor for its heap", p);
+    purlinResult_t res = purlinHeapImport(&group->heaps[p], peerFds[p], layout->heapBytes, device);
+    close(peerFds[p]);
+    peerFds[p] = -1;
+    PURLIN_CHECK(res);
+  }
+  PURLIN_CUDA_CHECK(
+      cudaHostAlloc(&abortHost, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
+  group->abortHost = (volatile uint32_t*)abortHost;
+  *group->abortHost = 0;
+  PURLIN_CUDA_CHECK(cudaHostGetDevicePointer(&abortDevice, abortHost, 0));
+  group->abortDevice = (uint64_t)(uintptr_t)abortDevice;
+  group->asyncError = purlinSuccess;
+  PURLIN_CHECK(writeDevComm(group, config, layout, rank));
+
+  struct purlinComm* c = calloc(1, sizeof *c);
+  PURLIN_RETURN_IF(c == NULL, purlinOutOfMemory, "cannot allocate the communicator");
+  c->magic = PURLIN_COMM_MAGIC;
+  c->group = group;
+  c->rank = rank;
+  c->nranks = group->nranks;
+  c->device = device;
+  c->config = *config;
+  c->layout = *layout;
+  c->devComm = (purlinDevComm_t*)(uintptr_t)group->heaps[rank].base;
+  *made = c;
+  PURLIN_CUDA_CHECK(cudaSetDevice(prevDevice));
+  return purlinSuccess;
+}
+
+/* Shares this rank's outcome of a local step (and a descriptor) with every
+ * rank, and turns any rank's failure into this rank's result: its own error
+ * as recorded, a peer's as purlinRemoteError quoting the peer. */
+static purlinResult_t shareOutcome(purlinBootstrap_t* boot, purlinResult_t local,
+                                   uint64_t heapBytes, int fd, int* fds, rankStatus_t* statuses,
+                                   int rank, int nranks, const char* fn) {
+  rankStatus_t mine;
+  memset(&mine, 0, sizeof mine);
+  mine.result = (int32_t)local;
+  mine.heapBytes = heapBytes;
+  if (local != purlinSuccess)
+    snprintf(mine.message, sizeof mine.message, "%s", purlinThreadLastError());
+  PURLIN_CHECK(purlinBootstrapAllGather(boot, &mine, sizeof mine, statuses, fd, fds));
+  if (local != purlinSuccess) {
+    /* The exchange succeeded, so the thread's error is still this rank's. */
+    return local;
+  }
+  for (int q = 0; q < nranks; ++q) {
+    statuses[q].message[sizeof statuses[q].message - 1] = '\0';
+    PURLIN_RETURN_IF(statuses[q].result != purlinSuccess, purlinRemoteError,
+                     "%s: rank %d of %d failed: %s", fn, q, nranks, statuses[q].message);
+    PURLIN_RETURN_IF(statuses[q].heapBytes != heapBytes, purlinInternalError,
+                     "%s: rank %d computed a heap of %llu bytes and rank %d one of %llu", fn, q,
+                     (unsigned long long)statuses[q].heapBytes, rank,
+                     (unsigned long long)heapBytes);
+  }
+  return purlinSuccess;
+}
+
+/*
+ * purlinCommInitRank on `device` (< 0: the thread's current one). Three
+ * exchanges: descriptions (checked alike on every rank), then each rank's
+ * setup outcome with its heap's descriptor, then each rank's mapping
+ * outcome; the last one also guarantees that every rank's control region is
+ * initialised before any rank returns. Sockets and descriptors are closed
+ * on every path.
+ */
+static purlinResult_t commInitRank(purlinComm_t* comm, int nranks, const purlinBootstrapId_t* id,
+                                   int rank, const purlinConfig_t* config, int device,
+                                   const char* fn) {
+  purlinResult_t res = purlinSuccess, local = purlinSuccess;
+  purlinConfig_t cfg;
+  purlinHeapLayout_t layout;
+  purlinRankInfo_t me;
+  int prevDevice = -1, exportFd = -1;
+  int peerFds[PURLIN_MAX_RANKS];
+  purlinBootstrap_t* boot = NULL;
+  initRankScratch* scratch = NULL;
+  struct purlinGroup* group = NULL;
+  struct purlinComm* made = NULL;
+
+  for (int q = 0; q < PURLIN_MAX_RANKS; ++q) peerFds[q] = -1;
+  memset(&layout, 0, sizeof layout);
+  PURLIN_CHECK(validateInitRank(comm, nranks, id, rank, config, &cfg, &device, fn));
+
+  scratch = calloc(1, sizeof *scratch);
+  if (scratch == NULL)
+    PURLIN_FAIL_GOTO(res, fail, purlinOutOfMemory, "%s: cannot allocate %zu bytes", fn,
+                     sizeof *scratch);
+  PURLIN_CHECK_GOTO(purlinDriverLoad(), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(cudaGetDevice(&prevDevice), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(cudaSetDevice(device), res, fail);
+  PURLIN_CHECK_GOTO(describeRank(&me, rank, nranks, device, &cfg), res, fail);
+
+  PURLIN_CHECK_GOTO(purlinBootstrapOpen(&boot, id, rank, nranks, cfg.timeoutMs), res, fail);
+  PURLIN_CHECK_GOTO(purlinBootstrapAllGather(boot, &me, sizeof me, scratch->infos, -1, NULL), res,
+                    fail);
+  /* Every rank checks the same descriptions, so all refuse together. */
+  PURLIN_CHECK_GOTO(purlinRankInfoCheck(scratch->infos, nranks, fn), res, fail);
+
+  local = rankSetup(&group, scratch->infos, nranks, rank, device, &cfg, &layout, &exportFd, fn);
+  res = shareOutcome(boot, local, layout.heapBytes, exportFd, peerFds, scratch->statuses, rank,
+                     nranks, fn);
+  /* Every peer holds its own reference to this heap now (or never will). */
+  if (exportFd >= 0) close(exportFd);
+  exportFd = -1;
+  if (res != purlinSuccess) goto fail;
+
+  local = rankMap(group, peerFds, rank, device, &cfg, &layout, prevDevice, &made);
+  PURLIN_CHECK_GOTO(shareOutcome(boot, local, layout.heapBytes, -1, NULL, scratch->statuses, rank,
+                                 nranks, fn),
+                    res, fail);
+  purlinBootstrapClose(boot);
+  boot = NULL;
+  free(scratch);
+
+  pthread_mutex_lock(&registryLock);
+  group->liveRanks = 1;
+  made->nextLive = liveHead;
+  liveHead = made;
+  pthread_mutex_unlock(&registryLock);
+  *comm = made;
+  return purlinSuccess;
+
+fail:
+  for (int q = 0; q < PURLIN_MAX_RANKS; ++q)
+    if (peerFds[q] >= 0) close(peerFds[q]);
+  if (exportFd >= 0) close(exportFd);
+  purlinBootstrapClose(boot);
+  free(made);
+  if (group != NULL) groupRelease(group);
+  if (prevDevice >= 0) cudaSetDevice(prevDevice);
+  free(scratch);
+  return res;
+}
+
+PURLIN_API purlinResult_t purlinGetUniqueId(purlinUniqueId_t* id) {
+  purlinBootstrapId_t bid;
+  purlinClearThreadError();
+  PURLIN_RETURN_IF(id == NULL, purlinInvalidArgument, "purlinGetUniqueId: id is NULL");
+  PURLIN_CHECK(purlinBootstrapIdRandom(&bid));
+  memcpy(id->internal, &bid, sizeof bid);
+  return purlinSuccess;
+}
+
+PURLIN_API purlinResult_t purlinCommInitRank(purlinComm_t* comm, int nranks, purlinUniqueId_t id,
+                                             int rank, const purlinConfig_t* config) {
+  purlinBootstrapId_t bid;
+  purlinClearThreadError();
+  memcpy(&bid, id.internal, sizeof bid);
+  return commInitRank(comm, nranks, &bid, rank, config, -1, "purlinCommInitRank");
+}
+
+static const char* processGetenv(void* ctx, const char* name) {
+  (void)ctx;
+  return getenv(name);
+}
+
+PURLIN_API purlinResult_t purlinCommInitRankFromEnv(purlinComm_t* comm,
+                                                    const purlinConfig_t* config) {
+  static const char fn[] = "purlinCommInitRankFromEnv";
+  purlinLaunchEnv_t env;
+  purlinConfig_t cfg;
+  purlinBootstrapId_t id;
+  char key[PURLIN_LAUNCH_KEY_MAX + 32];
+  int ndev = 0;
+  purlinClearThreadError();
+  PURLIN_RETURN_IF(comm == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
+  PURLIN_CHECK(purlinConfigResolve(config, &cfg));
+  PURLIN_CHECK(purlinLaunchEnvParse(processGetenv, NULL, &env));
+  PURLIN_CHECK(purlinPlatformGet()->deviceCount(&ndev));
+  PURLIN_RETURN_IF(ndev < 1, purlinNoDevice, "%s: no CUDA device is visible", fn);
+  PURLIN_RETURN_IF(env.localRank >= ndev, purlinInvalidUsage,
+                   "%s: %s is %d (%s), but only %d CUDA device(s) are visible; each rank runs on "
+                   "the device numbered by its local rank, so every process needs every GPU of "
+                   "the job visible (check CUDA_VISIBLE_DEVICES)",
+                   fn, env.localRankVar, env.localRank, env.launcher, ndev);
+  /* Users of one server share the abstract namespace; the uid keeps their
+   * jobs apart even when job ids collide. */
+  snprintf(key, sizeof key, "%suid=%u;", env.key, (unsigned)getuid());
+  purlinBootstrapIdFromKey(key, &id);
+  return commInitRank(comm, env.nranks, &id, env.rank, config, env.localRank, fn);
 }
 
 /* Common tail of destroy and abort: unlinks the handle and releases the

@@ -1,8 +1,10 @@
 /*
  * comm.h -- the communicator and its group, as the runtime and purlin's own
- * tests see them. A group is the set of ranks created together by one
- * purlinCommInitAll call; it owns every rank's heap (each heap is mapped by
- * every peer) and is released when its last rank is destroyed or aborted.
+ * tests see them. A group is what one process holds of a set of ranks
+ * created together: with purlinCommInitAll, every rank and every rank's heap
+ * (each heap is mapped by every peer); with purlinCommInitRank, the one
+ * local rank, its heap, and its mappings of the peer processes' heaps. A
+ * group is released when its last local rank is destroyed or aborted.
  */
 #ifndef PURLIN_RUNTIME_COMM_H_
 #define PURLIN_RUNTIME_COMM_H_
@@ -20,8 +22,14 @@ extern "C" {
 
 struct purlinGroup {
   int nranks;
-  int liveRanks; /* ranks not yet destroyed; guarded by the registry lock */
+  int liveRanks; /* local ranks not yet destroyed; guarded by the registry lock */
+  /* The one rank this process drives when the ranks are separate processes
+   * (purlinCommInitRank); -1 when every rank lives here (purlinCommInitAll). */
+  int localRank;
+  /* Device ordinals as this process numbers them. */
   int devices[PURLIN_MAX_RANKS];
+  /* heaps[r] is rank r's heap as mapped here: created here, or, for a peer
+   * process's rank, imported (heaps[r].imported) and released first. */
   purlinHeap_t heaps[PURLIN_MAX_RANKS];
   /* The abort word: host memory mapped into every device, so that the host
    * can raise it while kernels run and device waits can poll it. */
@@ -49,6 +57,32 @@ struct purlinComm {
  * layout. Returns purlinInvalidArgument for a dead handle. */
 purlinResult_t purlinCommDeviceContext(purlinComm_t comm, purlinDevComm_t** devComm,
                                        purlinHeapLayout_t* layout);
+
+/* What each rank of purlinCommInitRank tells every other before anything is
+ * allocated. Sent as bytes between processes of one machine (same ABI). */
+typedef struct purlinRankInfo_t {
+  uint32_t version; /* PURLIN_VERSION_CODE of the library */
+  int32_t rank;
+  int32_t nranks;
+  int32_t pid;
+  uint64_t processNonce; /* random per process: pids repeat across pid namespaces */
+  int32_t device;        /* CUDA ordinal in its own process */
+  int32_t sms;
+  uint64_t granularity; /* heap allocation granularity of its device */
+  unsigned char uuid[16];
+  char busId[16];         /* PCI bus id, for messages */
+  purlinConfig_t config;  /* resolved */
+} purlinRankInfo_t;
+
+/* Checks, identically on every rank, that the ranks agree (library version,
+ * nranks, configuration), that no two ranks of different processes share a
+ * GPU, and that ranks of one process on one GPU fit its SMs. `fn` names the
+ * entry point in messages. Pure. Returns purlinInvalidUsage naming the
+ * ranks, the field or the device. */
+purlinResult_t purlinRankInfoCheck(const purlinRankInfo_t* info, int nranks, const char* fn);
+
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it. */
+void purlinUuidText(const unsigned char uuid[16], char text[41]);
 
 #ifdef __cplusplus
 }

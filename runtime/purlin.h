@@ -90,6 +90,21 @@ typedef enum purlinRedOp_t {
 /* Opaque communicator handle: one rank of a group of ranks. */
 typedef struct purlinComm* purlinComm_t;
 
+/* The size of purlinUniqueId_t, fixed so that it can be sent as bytes. */
+#define PURLIN_UNIQUE_ID_BYTES 128
+
+/*
+ * Names one rendezvous of purlinCommInitRank: where rank 0 listens (a Unix
+ * domain socket in the abstract namespace of this server; nothing is created
+ * on disk) and a random 64-bit magic that every rank must present. Opaque
+ * bytes: copy it whole from the process that made it to every rank (MPI
+ * broadcast, a file, a key-value store). It grants entry to the
+ * communicator, so keep it among the job's processes.
+ */
+typedef struct purlinUniqueId_t {
+  char internal[PURLIN_UNIQUE_ID_BYTES];
+} purlinUniqueId_t;
+
 /*
  * Communicator configuration. Always start from PURLIN_CONFIG_INITIALIZER and
  * change the fields you need; `size`, `magic` and `version` let the library
@@ -107,7 +122,8 @@ typedef struct purlinConfig_t {
    * because every rank's CTAs must be resident at the same time. 1..1024. */
   int megakernelCtas;
   /* Bound on every device-side wait, in milliseconds; a wait that exceeds it
-   * aborts the communicator with purlinTimeout. 1 .. 3600000. */
+   * aborts the communicator with purlinTimeout. Also bounds the whole
+   * rendezvous of purlinCommInitRank. 1 .. 3600000. */
   int timeoutMs;
   /* Bytes of each half of a rank's latency (push) staging buffer. Rounded up
    * to 64 KiB. 64 KiB .. 1 GiB. */
@@ -185,6 +201,105 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
                                                   const int* devices,
                                                   const purlinConfig_t* config);
 
+/*
+ * Makes a new purlinUniqueId_t for purlinCommInitRank: a random socket name
+ * (from the caller's pid and 128 bits from getrandom) and a random magic.
+ * Call it once, in one process (usually the one that will be rank 0), and
+ * pass the id to every rank. Creates nothing: rank 0 starts listening inside
+ * purlinCommInitRank. Touches no GPU; thread-safe.
+ *
+ * id  written on success
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (id is NULL);
+ * purlinSystemError (the system has no randomness). Details:
+ * purlinGetLastError(NULL).
+ */
+PURLIN_API purlinResult_t purlinGetUniqueId(purlinUniqueId_t* id);
+
+/*
+ * Creates this process's rank of a communicator whose ranks are separate
+ * processes of this server, one GPU each (the one-process-per-GPU mode of
+ * torchrun and mpirun). Every rank calls it with the same nranks, id and
+ * configuration, and its own rank; the rank runs on the calling thread's
+ * current CUDA device (cudaSetDevice before the call). The call returns
+ * when every rank has joined and mapped every peer's heap, or when the
+ * rendezvous fails; config->timeoutMs bounds the whole rendezvous.
+ *
+ * How: rank 0 listens at the id's socket and the others connect to it; the
+ * ranks exchange a description (version, nranks, configuration, GPU UUID)
+ * and check it, then each creates its symmetric heap, exports it as a file
+ * descriptor and receives every peer's descriptor (SCM_RIGHTS); each maps
+ * every peer's heap for its own GPU, and the device peer table holds those
+ * local mappings. All sockets and received descriptors are closed before
+ * the call returns, whatever the outcome. Every process must see every GPU
+ * of the communicator (do not narrow CUDA_VISIBLE_DEVICES to one GPU per
+ * process), the GPUs need peer-to-peer access, and all ranks must run as
+ * the same user (checked with SO_PEERCRED: what they exchange gives access
+ * to GPU memory).
+ *
+ * Not stream-ordered and not capturable: it allocates, synchronises and
+ * waits for the other processes. Thread-safe; the calling thread's current
+ * device is left as it was. Unlike purlinCommInitAll, several ranks of
+ * different processes on one GPU are refused (DESIGN.md section 8: their
+ * kernels would be time-sliced, not concurrent).
+ *
+ * comm    written on success; untouched on failure
+ * nranks  1 .. PURLIN_MAX_RANKS, the same on every rank
+ * id      from purlinGetUniqueId, the same on every rank
+ * rank    0 .. nranks-1, each passed by exactly one process
+ * config  NULL for PURLIN_CONFIG_INITIALIZER; the same on every rank
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (NULL comm, nranks or rank out
+ * of range, an id not made by purlinGetUniqueId, an invalid config);
+ * purlinInvalidUsage (ranks disagree on nranks, configuration or purlin
+ * version, two processes pass one rank, two ranks of different processes
+ * use one GPU, a peer's GPU is not visible or not reachable peer-to-peer,
+ * rank 0 refused this rank's id, a rank runs as another user,
+ * megakernelCtas exceeds the GPU's SMs);
+ * purlinTimeout (a rank, named in the message, did not arrive in time);
+ * purlinRemoteError (a rank, named, exited or failed during the rendezvous;
+ * its own error is quoted); purlinNoDevice; purlinOutOfMemory;
+ * purlinSystemError; purlinUnhandledCudaError. When one rank fails after
+ * all have joined, every rank fails. Details: purlinGetLastError(NULL).
+ */
+PURLIN_API purlinResult_t purlinCommInitRank(purlinComm_t* comm, int nranks, purlinUniqueId_t id,
+                                             int rank, const purlinConfig_t* config);
+
+/*
+ * purlinCommInitRank with rank, nranks, device and id taken from the
+ * launcher's environment, so that a program started by torchrun, mpirun or
+ * srun needs no code to share an id:
+ *   torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; job id
+ *             TORCHELASTIC_RUN_ID (with MASTER_ADDR, MASTER_PORT and
+ *             TORCHELASTIC_RESTART_COUNT when set)
+ *   Open MPI  OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE; job id
+ *             PMIX_NAMESPACE, else OMPI_MCA_ess_base_jobid, else
+ *             OMPI_MCA_orte_hnp_uri
+ *   Slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (one node); job id
+ *             SLURM_JOB_ID with SLURM_STEP_ID
+ * The first launcher found in this order is used (torchrun inside a Slurm
+ * job is torchrun). The rank runs on CUDA device LOCAL_RANK (the launcher's
+ * local rank). PURLIN_ID, when set, replaces the job id: set it to the same
+ * value in every process, and to different values for communicators that
+ * initialise at the same time. Every process derives the same socket name
+ * and magic from the job id, its size and the user id, so ranks meet
+ * without exchanging anything first; such an id keeps other jobs out but is
+ * no secret. One communicator per job id may be initialising at a time.
+ * Not stream-ordered, not capturable, thread-safe; the current device is
+ * left as it was.
+ *
+ * comm    written on success; untouched on failure
+ * config  NULL for PURLIN_CONFIG_INITIALIZER; the same on every rank
+ *
+ * Returns what purlinCommInitRank returns, and purlinInvalidArgument (comm
+ * is NULL); purlinInvalidUsage with a message naming the variables when no
+ * launcher is found, one is missing or malformed, values contradict each
+ * other (rank >= size, ranks on several nodes), or the local rank has no
+ * GPU. Details: purlinGetLastError(NULL).
+ */
+PURLIN_API purlinResult_t purlinCommInitRankFromEnv(purlinComm_t* comm,
+                                                    const purlinConfig_t* config);
+
 /* Number of ranks in the communicator's group. Returns purlinInvalidArgument
  * for a NULL or dead handle or a NULL count. */
 PURLIN_API purlinResult_t purlinCommCount(purlinComm_t comm, int* count);
@@ -198,9 +313,16 @@ PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device);
 /*
  * Releases one rank's communicator. Device memory shared by the group (every
  * rank's heap is mapped by every peer) is released when the last rank of the
- * group is destroyed or aborted. NULL is a no-op returning purlinSuccess.
- * A handle that is not live (never created, or already destroyed) returns
- * purlinInvalidArgument and changes nothing. Not stream-ordered.
+ * group is destroyed or aborted. For a rank made by purlinCommInitRank the
+ * group is this process's part: its mappings of the peers' heaps are
+ * released (in reverse order of mapping), then its own heap, whose memory
+ * the driver frees once every peer process has released its mapping too.
+ * No communication: peers are not told. NULL is a no-op returning
+ * purlinSuccess. A handle that is not live (never created, or already
+ * destroyed) returns purlinInvalidArgument and changes nothing. Not
+ * stream-ordered, not capturable; must not run while kernels of the
+ * communicator may still run. Thread-safe against calls on other
+ * communicators.
  */
 PURLIN_API purlinResult_t purlinCommDestroy(purlinComm_t comm);
 
@@ -210,6 +332,10 @@ PURLIN_API purlinResult_t purlinCommDestroy(purlinComm_t comm);
  * abort as the asynchronous error of the other ranks (purlinRemoteError),
  * and releases this rank as purlinCommDestroy does. The CUDA context stays
  * usable. NULL is a no-op; a dead handle returns purlinInvalidArgument.
+ * For a rank made by purlinCommInitRank the abort word is this process's
+ * only: the host does not reach peer processes, whose device-side waits
+ * end by their own timeout (or their own abort). Not stream-ordered, not
+ * capturable; thread-safe against calls on other communicators.
  */
 PURLIN_API purlinResult_t purlinCommAbort(purlinComm_t comm);
 

@@ -1,9 +1,12 @@
 /*
- * symmetric.c -- symmetric heaps on the CUDA driver's virtual memory API.
+ * symmetric.c -- symmetric heaps on the CUDA driver's virtual memory API:
+ * created here, or exported to and imported from another process.
  */
 #include "runtime/symmetric.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/cudawrap.h"
 #include "runtime/errors.h"
@@ -121,6 +124,70 @@ purlinResult_t purlinHeapSetAccess(purlinHeap_t* heap, const int* devices, int n
   PURLIN_CU_CHECK_GOTO(purlinDriver.memSetAccess(heap->base, heap->bytes, desc, (size_t)n), res,
                        out);
 out:
+  return res;
+}
+
+purlinResult_t purlinHeapExport(const purlinHeap_t* heap, int* fd) {
+  purlinResult_t res = purlinSuccess;
+  int out = -1;
+  PURLIN_RETURN_IF(!heap->exportable, purlinInvalidUsage,
+                   "device %d does not support POSIX file-descriptor handles for its memory "
+                   "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0), which "
+                   "one process per GPU needs to share heaps; drive all ranks from one process "
+                   "with purlinCommInitAll instead",
+                   heap->device);
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memExportToShareableHandle(
+                           &out, heap->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                       res, fail);
+  /* The driver does not promise close-on-exec; without it a program the
+   * application starts would inherit the descriptor and pin the memory. */
+  if (fcntl(out, F_SETFD, FD_CLOEXEC) != 0)
+    PURLIN_FAIL_GOTO(res, fail, purlinSystemError,
+                     "fcntl(FD_CLOEXEC) on the exported heap descriptor failed");
+  *fd = out;
+  return purlinSuccess;
+
+fail:
+  if (out >= 0) close(out);
+  return res;
+}
+
+purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int device) {
+  purlinResult_t res = purlinSuccess;
+  CUmemAllocationProp prop;
+  size_t granularity = 0;
+
+  memset(heap, 0, sizeof *heap);
+  heap->device = device;
+  heap->bytes = bytes;
+  heap->imported = 1;
+  heap->exportable = 1;
+  PURLIN_CHECK_GOTO(purlinDriverLoad(), res, fail);
+  heapProp(&prop, device, 1);
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memGetAllocationGranularity(
+                           &granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                       res, fail);
+  if (granularity == 0 || bytes % granularity != 0)
+    PURLIN_FAIL_GOTO(res, fail, purlinInternalError,
+                     "imported heap size %zu is not a multiple of device %d's granularity %zu",
+                     bytes, device, granularity);
+  /* For this handle type the driver takes the descriptor itself in the
+   * pointer argument, not a pointer to it. */
+  PURLIN_CU_CHECK_GOTO(
+      purlinDriver.memImportFromShareableHandle(&heap->handle, (void*)(uintptr_t)fd,
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+      res, fail);
+  heap->created = 1;
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memAddressReserve(&heap->base, bytes, granularity, 0, 0), res,
+                       fail);
+  heap->reserved = 1;
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memMap(heap->base, bytes, 0, heap->handle, 0), res, fail);
+  heap->mapped = 1;
+  PURLIN_CHECK_GOTO(purlinHeapSetAccess(heap, &device, 1), res, fail);
+  return purlinSuccess;
+
+fail:
+  purlinHeapRelease(heap);
   return res;
 }
 

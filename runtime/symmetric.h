@@ -3,8 +3,10 @@
  * with the CUDA driver's virtual memory API (cuMemCreate, exportable as a
  * POSIX file descriptor where the device supports it, for the multi-process
  * bootstrap), mapped at an address reserved for it, and made accessible to
- * every GPU that hosts a rank of the group. Also the pure layout computation
- * that places the staging buffers inside a heap.
+ * every GPU that hosts a rank of the group. In one process per GPU, a
+ * peer's heap is the same struct, made by importing the peer's descriptor
+ * and mapping it here. Also the pure layout computation that places the
+ * staging buffers inside a heap.
  */
 #ifndef PURLIN_RUNTIME_SYMMETRIC_H_
 #define PURLIN_RUNTIME_SYMMETRIC_H_
@@ -35,12 +37,14 @@ purlinResult_t purlinHeapLayoutCompute(const purlinConfig_t* config, size_t gran
                                        purlinHeapLayout_t* layout);
 
 typedef struct purlinHeap_t {
-  int device;
+  int device;     /* where the memory is; for an imported heap, the device mapping it */
   int exportable; /* created with a POSIX file-descriptor handle type */
+  int imported;   /* another process's heap mapped here (purlinHeapImport) */
   CUmemGenericAllocationHandle handle;
   CUdeviceptr base;
   size_t bytes;
-  /* What has been acquired, so release undoes exactly that, in reverse. */
+  /* What has been acquired, so release undoes exactly that, in reverse.
+   * `created` also covers an imported handle: both are released alike. */
   int created, reserved, mapped;
 } purlinHeap_t;
 
@@ -55,8 +59,23 @@ purlinResult_t purlinHeapCreate(purlinHeap_t* heap, int device, size_t bytes);
  * allowed). */
 purlinResult_t purlinHeapSetAccess(purlinHeap_t* heap, const int* devices, int ndevices);
 
-/* Unmaps, frees the address range and releases the memory, in reverse order
- * of acquisition. Safe on a zeroed or partly created heap. */
+/* A new descriptor (close-on-exec, owned by the caller) for the heap's
+ * memory, for another process to import. Returns purlinInvalidUsage when the
+ * device does not support POSIX file-descriptor handles. */
+purlinResult_t purlinHeapExport(const purlinHeap_t* heap, int* fd);
+
+/* Maps another process's heap: imports the handle from `fd` (a descriptor
+ * from purlinHeapExport, received over the bootstrap; it stays open, the
+ * caller closes it), reserves `bytes` of address space, maps the memory and
+ * grants `device` read/write access. Released by purlinHeapRelease like a
+ * local heap; the memory itself lives until its owner and every importer
+ * have released it. On failure releases what it acquired and leaves *heap
+ * zeroed. */
+purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int device);
+
+/* Unmaps, frees the address range and releases the memory (or the imported
+ * handle), in reverse order of acquisition. Safe on a zeroed or partly
+ * created heap. */
 void purlinHeapRelease(purlinHeap_t* heap);
 
 #ifdef __cplusplus
