@@ -52,20 +52,27 @@ struct purlinAtomAmpereT {
   }
 };
 
-struct purlinAtomHopperT {
+/* The Hopper datapath with S stages of B bytes; purlinAtomHopperT is the
+ * published shape, other shapes exist for tuning runs. */
+template <int S, int B>
+struct purlinAtomHopperPipe {
   static const purlinAtomKind_t kind = purlinAtomHopper;
-  static const int smemBytes = PURLIN_HOPPER_SMEM_BYTES;
+  static const int stages = S;
+  static const int stageBytes = B;
+  static const int smemBytes = PURLIN_HOPPER_SMEM_FOR(S, B);
   static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
                                               int nthreads, void* smem) {
-    purlinHopperCopy(dst, src, bytes, tid, nthreads, smem);
+    purlinHopperCopy<S, B>(dst, src, bytes, tid, nthreads, smem);
   }
   template <purlinDataType_t D, purlinRedOp_t O>
   static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
                                                 const void* const* srcs, int nsrc, size_t count,
                                                 int tid, int nthreads, void* smem) {
-    purlinHopperReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem);
+    purlinHopperReduce<D, O, S, B>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem);
   }
 };
+
+typedef purlinAtomHopperPipe<PURLIN_HOPPER_STAGES, PURLIN_HOPPER_STAGE_BYTES> purlinAtomHopperT;
 
 /* The Atom of the device API (purlin/device.cuh): needs no shared memory, so
  * user kernels launch it the same way on every GPU. */

@@ -3,8 +3,12 @@
  * cp.async.bulk) between global memory and a multi-stage shared-memory ring,
  * completing on mbarriers.
  *
- * copy: one elected thread drives the whole pipeline. Tiles of
- * PURLIN_HOPPER_STAGE_BYTES are loaded global->shared (completing on the
+ * The pipeline has S stages of B bytes (template parameters; the Atom's
+ * published shape is PURLIN_HOPPER_STAGES x PURLIN_HOPPER_STAGE_BYTES, and
+ * bench/atoms measures others).
+ *
+ * copy: one elected thread drives the whole pipeline. Tiles of B bytes are
+ * loaded global->shared (completing on the
  * stage's "full" mbarrier) and stored shared->global with bulk stores; a
  * stage is reloaded once the bulk store that read it has finished reading
  * (cp.async.bulk.wait_group.read). Up to STAGES-1 loads and the stores are in
@@ -19,7 +23,8 @@
  *
  * Requirements: the team is whole warps (named barrier PURLIN_HOPPER_BARRIER
  * with nthreads threads); `smem` points to PURLIN_HOPPER_SMEM_BYTES of
- * dynamic shared memory, 128-byte aligned. Pointers that are not 16-byte
+ * dynamic shared memory (PURLIN_HOPPER_SMEM_FOR(S, B) for other shapes),
+ * 128-byte aligned. Pointers that are not 16-byte
  * aligned fall back to the generic Atom; sizes that are not multiples of 16
  * bytes get a scalar tail. The mbarrier waits are on this SM's own bulk
  * copies, which the hardware completes; they poll nothing else.
@@ -129,6 +134,10 @@ static __device__ __forceinline__ void purlinHopperUnavailable(void) {
   __trap();
 }
 
+/* Shared memory the pipeline of S stages of B bytes needs. */
+#define PURLIN_HOPPER_SMEM_FOR(S, B) ((S) * (B) + 2 * (S) * 8)
+
+template <int S, int B>
 static __device__ void purlinHopperCopy(void* dst, const void* src, size_t bytes, int tid,
                                         int nthreads, void* smem) {
 #ifdef PURLIN_ATOMS_HAVE_TMA
@@ -138,7 +147,6 @@ static __device__ void purlinHopperCopy(void* dst, const void* src, size_t bytes
   }
   const size_t bulk = bytes & ~(size_t)15;
   if (tid == 0 && bulk != 0) {
-    enum { S = PURLIN_HOPPER_STAGES, B = PURLIN_HOPPER_STAGE_BYTES };
     const uint32_t data = purlinSmemAddr(smem);
     const uint32_t full = data + S * B;
     for (int s = 0; s < S; ++s) purlinMbarInit(full + 8 * s, 1);
@@ -178,7 +186,7 @@ static __device__ void purlinHopperCopy(void* dst, const void* src, size_t bytes
 #endif
 }
 
-template <purlinDataType_t D, purlinRedOp_t O>
+template <purlinDataType_t D, purlinRedOp_t O, int S, int B>
 static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const void* const* srcs,
                                           int nsrc, size_t count, int tid, int nthreads,
                                           void* smem) {
@@ -186,7 +194,7 @@ static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const voi
   typedef purlinDtype<D> T;
   typedef typename T::raw raw;
   typedef typename T::acc acc;
-  enum { S = PURLIN_HOPPER_STAGES, B = PURLIN_HOPPER_STAGE_BYTES, E = 16 / sizeof(raw) };
+  enum { E = 16 / sizeof(raw) };
   int aligned = nsrc <= PURLIN_HOPPER_MAX_SRCS;
   for (int k = 0; k < ndst; ++k) aligned &= purlinAligned16(dsts[k]);
   for (int s = 0; s < nsrc; ++s) aligned &= purlinAligned16(srcs[s]);

@@ -156,6 +156,27 @@ static AtomResult sweep(const std::vector<int>& ctas, char* dst, char* const* sr
   return r;
 }
 
+/* Copy and reduce-8 bandwidth of the Hopper datapath with S stages of B
+ * bytes at a few CTA counts: the data that chose PURLIN_HOPPER_STAGES and
+ * PURLIN_HOPPER_STAGE_BYTES (atoms/atom.h). */
+template <int S, int B>
+static void hopperShape(const std::vector<int>& ctas, char* dst, char* const* src, Srcs s) {
+  typedef purlinAtomHopperPipe<S, B> Atom;
+  GPU_CUDA_OK(cudaFuncSetAttribute(atomCopy<Atom>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   Atom::smemBytes));
+  GPU_CUDA_OK(cudaFuncSetAttribute(atomReduce<Atom>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   Atom::smemBytes));
+  printf("hopper %d x %3d KiB ", S, B >> 10);
+  for (int c : ctas) {
+    double us = medianUs([&] { atomCopy<Atom><<<c, kThreads, Atom::smemBytes>>>(dst, src[0], kBytes); });
+    double rus = medianUs([&] {
+      atomReduce<Atom><<<c, kThreads, Atom::smemBytes>>>((__half*)dst, s, 8, kBytes / 2);
+    });
+    printf(" %8.1f %8.1f", kBytes / us / 1e3, 8.0 * kBytes / rus / 1e3);
+  }
+  printf("\n");
+}
+
 struct SweepAtom {
   const std::vector<int>* ctas;
   char* dst;
@@ -223,6 +244,18 @@ int main(int argc, char** argv) {
     results.push_back(sw.result);
   }
   const AtomResult& generic = results[0];
+
+  if (purlinAtomSupported(purlinAtomHopper, cc)) {
+    std::vector<int> few = {16, 32, 64, 128, sms};
+    printf("# hopper pipeline shapes: copy GB/s and reduce8 read GB/s at");
+    for (int c : few) printf(" %d", c);
+    printf(" CTAs\n");
+    hopperShape<4, 32 << 10>(few, dst, src, s);
+    hopperShape<6, 32 << 10>(few, dst, src, s);
+    hopperShape<4, 48 << 10>(few, dst, src, s);
+    hopperShape<3, 64 << 10>(few, dst, src, s);
+    hopperShape<2, 96 << 10>(few, dst, src, s);
+  }
 
   for (size_t a = 0; a < results.size(); ++a) {
     const AtomResult& r = results[a];
