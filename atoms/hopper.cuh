@@ -15,11 +15,12 @@
  * flight per CTA without holding any registers, which is what lets few CTAs
  * saturate memory.
  *
- * reduce: thread 0 loads each source's tile of a stage with bulk copies; all
- * team threads wait on the stage's "full" barrier, reduce their 16-byte
- * chunks from shared memory in source order (SCORE, the same per-element
- * arithmetic as the generic Atom), store to global and arrive on the stage's
- * "empty" barrier, which thread 0 waits on before reloading the stage.
+ * reduce: thread 0 loads each source's tile of a stage with bulk copies;
+ * the consumer threads (all but warp 0 when the team has two warps or more)
+ * wait on the stage's "full" barrier, reduce their 16-byte chunks from
+ * shared memory in source order (SCORE, the same per-element arithmetic as
+ * the generic Atom), store to global and arrive on the stage's "empty"
+ * barrier, which thread 0 waits on before reloading the stage.
  *
  * Requirements: the team is whole warps (named barrier PURLIN_HOPPER_BARRIER
  * with nthreads threads); `smem` points to PURLIN_HOPPER_SMEM_BYTES of
@@ -212,10 +213,17 @@ static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const voi
   const uint32_t full = dataAddr + S * B;
   const uint32_t empty = full + 8 * S;
 
+  /* With at least two warps, warp 0 only produces (thread 0 issues the
+   * loads as soon as a stage is released) and the other warps only consume,
+   * so refills never wait behind thread 0's own share of the arithmetic.
+   * A single-warp team interleaves both roles in one loop. */
+  const bool split = nthreads >= 64;
+  const int consumers = split ? nthreads - 32 : nthreads;
+  const int ctid = split ? tid - 32 : tid;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       purlinMbarInit(full + 8 * s, 1);
-      purlinMbarInit(empty + 8 * s, (uint32_t)nthreads);
+      purlinMbarInit(empty + 8 * s, (uint32_t)consumers);
     }
     purlinMbarInitFence();
   }
@@ -230,20 +238,18 @@ static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const voi
     for (int k = 0; k < nsrc; ++k)
       purlinBulkLoad(dataAddr + s * B + k * tileBytes, (const raw*)srcs[k] + e0, n, full + 8 * s);
   };
-  if (tid == 0)
-    for (size_t t = 0; t < ntiles && t < S; ++t) load(t);
-
   union Chunk {
     uint4 v;
     raw r[E];
   };
-  for (size_t t = 0; t < ntiles; ++t) {
+  /* Consumer side of tile t: reduce this thread's chunks, release the stage. */
+  auto consume = [&](size_t t) {
     int s = (int)(t % S);
     size_t e0 = t * tileElems;
     size_t n = bulkElems - e0 < tileElems ? bulkElems - e0 : tileElems;
     purlinMbarWait(full + 8 * s, (uint32_t)(t / S) & 1u);
     const char* stage = data + s * B;
-    for (size_t c = tid; c < n / E; c += nthreads) {
+    for (size_t c = ctid; c < n / E; c += consumers) {
       Chunk x;
       acc a[E];
       x.v = *(const uint4*)(stage + c * 16);
@@ -259,12 +265,29 @@ static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const voi
       for (int k = 0; k < ndst; ++k) ((uint4*)((raw*)dsts[k] + e0))[c] = x.v;
     }
     purlinMbarArrive(empty + 8 * s);
-    /* Refill the stage of tile t-1 once every thread has released it. */
-    size_t next = t - 1 + S;
-    if (tid == 0 && t >= 1 && next < ntiles) {
-      int ps = (int)((t - 1) % S);
-      purlinMbarWait(empty + 8 * ps, (uint32_t)((t - 1) / S) & 1u);
-      load(next);
+  };
+
+  if (split) {
+    if (tid == 0) {
+      for (size_t t = 0; t < ntiles; ++t) {
+        /* Stage t % S last held tile t - S; wait until it is released. */
+        if (t >= S) purlinMbarWait(empty + 8 * (t % S), (uint32_t)(t / S - 1) & 1u);
+        load(t);
+      }
+    } else if (tid >= 32) {
+      for (size_t t = 0; t < ntiles; ++t) consume(t);
+    }
+  } else {
+    if (tid == 0)
+      for (size_t t = 0; t < ntiles && t < S; ++t) load(t);
+    for (size_t t = 0; t < ntiles; ++t) {
+      consume(t);
+      /* Refill the stage of tile t-1 once every thread has released it. */
+      size_t next = t - 1 + S;
+      if (tid == 0 && t >= 1 && next < ntiles) {
+        purlinMbarWait(empty + 8 * ((t - 1) % S), (uint32_t)((t - 1) / S) & 1u);
+        load(next);
+      }
     }
   }
   purlinTeamSync(nthreads);

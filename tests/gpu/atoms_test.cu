@@ -50,12 +50,13 @@ __global__ void __launch_bounds__(kThreads)
   Atom::template reduce<D, O>(dsts, ndst, srcs, nsrc, n, threadIdx.x, blockDim.x, atomSmem);
 }
 
-/* Launches `kernel` with the Atom's dynamic shared memory. */
+/* Launches `kernel` with the Atom's dynamic shared memory. One CTA runs
+ * with a single-warp team, to cover the Atoms' small-team paths. */
 template <typename Atom, typename K, typename... Args>
 static void launch(K kernel, int ctas, Args... args) {
   GPU_CUDA_OK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    Atom::smemBytes));
-  kernel<<<ctas, kThreads, Atom::smemBytes>>>(args...);
+  kernel<<<ctas, ctas == 1 ? 32 : kThreads, Atom::smemBytes>>>(args...);
   GPU_CUDA_OK(cudaGetLastError());
   GPU_CUDA_OK(cudaDeviceSynchronize());
 }
@@ -310,7 +311,7 @@ int main(void) {
               CHECK(purlinDispatchDtypeOp(d, o, rc));
             }
   printf("  reduce: %d runs (6 dtypes x 3 ops x %zu sizes x {1,2,3,8} sources x local/peer x "
-         "aligned/misaligned x {1,7,%d} CTAs x atoms), bit-exact vs host reference\n",
+         "aligned/misaligned x {1 CTA of 32 threads, 7, %d CTAs of 512} x atoms), bit-exact vs host reference\n",
          runs, sizeof counts / sizeof counts[0], sms);
 
   /* 256 MiB per datatype: sum of 2 sources into the peer heap, all SMs. */
