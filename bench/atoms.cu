@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "atoms/atoms.cuh"
+#include "atoms/policy.h"
 #include "tests/gpu/gpu_test.h"
 
 enum { kThreads = 512, kRuns = 15, kWarm = 3 };
@@ -177,6 +178,21 @@ static void hopperShape(const std::vector<int>& ctas, char* dst, char* const* sr
   printf("\n");
 }
 
+/* Copy of `bytes` with the policy's Atom and CTA count. */
+struct PolicyCopy {
+  char* dst;
+  const char* src;
+  size_t bytes;
+  int ctas;
+  double us;
+  template <typename Atom>
+  void run() {
+    GPU_CUDA_OK(cudaFuncSetAttribute(atomCopy<Atom>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     Atom::smemBytes));
+    us = medianUs([&] { atomCopy<Atom><<<ctas, kThreads, Atom::smemBytes>>>(dst, src, bytes); });
+  }
+};
+
 struct SweepAtom {
   const std::vector<int>* ctas;
   char* dst;
@@ -210,9 +226,12 @@ int main(int argc, char** argv) {
   double plainUs = medianUs([&] { plainCopy<<<sms * 4, 512>>>((uint4*)dst, (const uint4*)src[0], kBytes / 16); });
   double memcpyGBs = kBytes / memcpyUs / 1e3, plainGBs = kBytes / plainUs / 1e3;
 
+  /* 1 .. all SMs, then two CTAs per SM where the Atom's shared memory
+   * allows it (the Hopper Atom's does not: its second wave runs after). */
   std::vector<int> ctas;
   for (int c = 1; c < sms; c *= 2) ctas.push_back(c);
   ctas.push_back(sms);
+  ctas.push_back(2 * sms);
   const int* nsrcs = kNsrcs;
 
   printf("# bench/atoms on %s (%d SMs), %zu MiB buffers, %d threads/CTA\n", prop.name, sms,
@@ -281,6 +300,19 @@ int main(int argc, char** argv) {
     if (r.bestCopy > bestCopy) bestCopy = r.bestCopy, bestName = r.name;
     best8 = std::max(best8, r.bestReduce8);
   }
+  printf("# policy (atoms/policy.c) against cudaMemcpyAsync of the same size:\n");
+  printf("%12s %-8s %6s %10s %12s %12s %8s\n", "bytes", "atom", "ctas", "time us", "policy GB/s",
+         "memcpy GB/s", "ratio");
+  for (size_t bytes = (size_t)64 << 10; bytes <= kBytes; bytes *= 16) {
+    purlinAtomPolicy_t pol = purlinAtomPolicyGet(cc, sms, purlinAtomOpCopy, 1, bytes);
+    PolicyCopy pc = {dst, src[0], bytes, pol.ctas, 0};
+    purlinDispatchAtom(pol.atom, pc);
+    double mus = medianUs([&] { cudaMemcpyAsync(dst, src[0], bytes, cudaMemcpyDeviceToDevice); });
+    printf("%12zu %-8s %6d %10.2f %12.1f %12.1f %8.3f\n", bytes,
+           purlinAtomGetInfo(pol.atom)->name, pol.ctas, pc.us, bytes / pc.us / 1e3,
+           bytes / mus / 1e3, mus / pc.us);
+  }
+
   printf("# targets (issue M2):\n");
   printf("best Atom copy (%s) / cudaMemcpyAsync D2D at 1 GiB: %.3f (target >= 0.95)\n", bestName,
          bestCopy / memcpyGBs);
