@@ -29,8 +29,8 @@
 #define PURLIN_DEV_ATOM_THREADS 512
 #define PURLIN_DEV_ATOM_SMEM_BYTES 0
 
-/* Splits `count` elements of `elemBytes` among `nparts` CTAs on 16-byte
- * boundaries; part `part` gets [*begin, *begin + *n). */
+/* Splits `count` elements of `elemBytes` among `nparts` CTAs on 1 KiB
+ * boundaries (whole cache lines); part `part` gets [*begin, *begin + *n). */
 static __host__ __device__ __forceinline__ void purlinDevSlice(size_t count, size_t elemBytes,
                                                                int part, int nparts,
                                                                size_t* begin, size_t* n) {

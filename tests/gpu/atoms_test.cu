@@ -257,7 +257,31 @@ static int copyCase(Buffers* b, size_t bytes, int misalignSrc, int misalignDst, 
   return runs;
 }
 
+/* Host check of the split every kernel here uses: parts tile [0, count)
+ * exactly once, in order, each starting on a 1 KiB boundary. */
+static void sliceCheck(void) {
+  const size_t counts[] = {0, 1, 255, 256, 257, 100003, (size_t)1 << 28};
+  const size_t elems[] = {1, 2, 4};
+  const int parts[] = {1, 2, 7, 64, 132, 1000};
+  for (size_t count : counts)
+    for (size_t eb : elems)
+      for (int np : parts) {
+        size_t next = 0;
+        for (int p = 0; p < np; ++p) {
+          size_t b, n;
+          purlinAtomSlice(count, eb, p, np, &b, &n);
+          if (n == 0) continue;
+          CHECK_EQ_INT(b, next);
+          CHECK_EQ_INT(b * eb % PURLIN_ATOM_SLICE_ALIGN, 0);
+          next = b + n;
+        }
+        CHECK_EQ_INT(next, count);
+      }
+}
+
 int main(void) {
+  sliceCheck();
+  if (checkFailures) return CHECK_EXIT();
   if (gpuTestDeviceCount("atoms_test") == 0) return 0;
   GPU_CUDA_OK(cudaSetDevice(0));
   int sms = 0, major = 0, minor = 0;
