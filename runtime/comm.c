@@ -120,6 +120,21 @@ static purlinResult_t validateInit(purlinComm_t* comms, int nranks, const int* d
   return purlinSuccess;
 }
 
+/* Allocates the group's error record (abort word first) in host memory
+ * mapped into every device; released by groupRelease. */
+static purlinResult_t groupAllocAbort(struct purlinGroup* group) {
+  void* host = NULL;
+  void* device = NULL;
+  PURLIN_CUDA_CHECK(cudaHostAlloc(&host, sizeof(purlinErrorRecord_t),
+                                  cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(host, 0, sizeof(purlinErrorRecord_t));
+  group->abortHost = (volatile purlinErrorRecord_t*)host;
+  PURLIN_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
+  group->abortDevice = (uint64_t)(uintptr_t)device;
+  group->asyncError = purlinSuccess;
+  return purlinSuccess;
+}
+
 /* Releases a group's device and host resources in reverse order of
  * acquisition: the abort word, then the peer processes' heaps (mapped after
  * this process's own, in rank order), then the heaps created here. */
@@ -170,8 +185,6 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
   size_t granularity = 0;
   struct purlinGroup* group = NULL;
   struct purlinComm* made[PURLIN_MAX_RANKS] = {0};
-  void* abortHost = NULL;
-  void* abortDevice = NULL;
 
   purlinClearThreadError();
   PURLIN_CHECK(validateInit(comms, nranks, devices, config, &cfg, placement));
@@ -201,14 +214,7 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
     PURLIN_CHECK_GOTO(purlinHeapSetAccess(&group->heaps[r], placement, nranks), res, fail);
 
   PURLIN_CUDA_CHECK_GOTO(cudaSetDevice(placement[0]), res, fail);
-  PURLIN_CUDA_CHECK_GOTO(
-      cudaHostAlloc(&abortHost, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable),
-      res, fail);
-  group->abortHost = (volatile uint32_t*)abortHost;
-  *group->abortHost = 0;
-  PURLIN_CUDA_CHECK_GOTO(cudaHostGetDevicePointer(&abortDevice, abortHost, 0), res, fail);
-  group->abortDevice = (uint64_t)(uintptr_t)abortDevice;
-  group->asyncError = purlinSuccess;
+  PURLIN_CHECK_GOTO(groupAllocAbort(group), res, fail);
 
   for (int r = 0; r < nranks; ++r) {
     PURLIN_CHECK_GOTO(writeDevComm(group, &cfg, &layout, r), res, fail);
@@ -492,8 +498,6 @@ static purlinResult_t rankSetup(struct purlinGroup** out, const purlinRankInfo_t
 static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int rank, int device,
                               const purlinConfig_t* config, const purlinHeapLayout_t* layout,
                               int prevDevice, struct purlinComm** made) {
-  void* abortHost = NULL;
-  void* abortDevice = NULL;
   for (int p = 0; p < group->nranks; ++p) {
     if (p == rank) continue;
     PURLIN_RETURN_IF(peerFds[p] < 0, purlinInternalError,
@@ -503,13 +507,7 @@ static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int rank,
     peerFds[p] = -1;
     PURLIN_CHECK(res);
   }
-  PURLIN_CUDA_CHECK(
-      cudaHostAlloc(&abortHost, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
-  group->abortHost = (volatile uint32_t*)abortHost;
-  *group->abortHost = 0;
-  PURLIN_CUDA_CHECK(cudaHostGetDevicePointer(&abortDevice, abortHost, 0));
-  group->abortDevice = (uint64_t)(uintptr_t)abortDevice;
-  group->asyncError = purlinSuccess;
+  PURLIN_CHECK(groupAllocAbort(group));
   PURLIN_CHECK(writeDevComm(group, config, layout, rank));
 
   struct purlinComm* c = calloc(1, sizeof *c);
@@ -701,7 +699,7 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
   if (abort) {
     /* Pairs with the device-side acquire loads of the abort word in every
      * bounded wait: once they see it, they leave their loops. */
-    __atomic_store_n(group->abortHost, 1u, __ATOMIC_RELEASE);
+    __atomic_store_n(&group->abortHost->abort, PURLIN_ABORT_HOST, __ATOMIC_RELEASE);
     if (group->asyncError == purlinSuccess) {
       group->asyncError = purlinRemoteError;
       snprintf(group->asyncMessage, sizeof group->asyncMessage,
@@ -762,9 +760,30 @@ PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResul
     return commFail(comm, PURLIN_ERROR(purlinInvalidArgument,
                                        "purlinCommGetAsyncError: asyncError is NULL"));
   pthread_mutex_lock(&registryLock);
-  *asyncError = comm->group->asyncError;
+  struct purlinGroup* group = comm->group;
+  /* Pairs with the device's release store of PURLIN_ABORT_DEVICE after it
+   * filled the record. */
+  uint32_t abort = __atomic_load_n(&group->abortHost->abort, __ATOMIC_ACQUIRE);
+  if (group->asyncError == purlinSuccess && abort == PURLIN_ABORT_DEVICE) {
+    volatile purlinErrorRecord_t* rec = group->abortHost;
+    group->asyncError = (purlinResult_t)rec->code;
+    if (rec->what == PURLIN_ERROR_WAIT_MISMATCH)
+      snprintf(group->asyncMessage, sizeof group->asyncMessage,
+               "%s: rank %d and rank %d ran different collectives in collective #%llu "
+               "(descriptor word 0x%016llx); every rank must call the same collectives with "
+               "the same counts, datatype and op in the same order",
+               purlinGetErrorName(group->asyncError), (int)rec->rank, (int)rec->peer,
+               (unsigned long long)rec->epoch, (unsigned long long)rec->detail);
+    else
+      snprintf(group->asyncMessage, sizeof group->asyncMessage,
+               "%s: rank %d waited longer than timeoutMs for rank %d in collective #%llu; "
+               "the communicator is aborted",
+               purlinGetErrorName(group->asyncError), (int)rec->rank, (int)rec->peer,
+               (unsigned long long)rec->epoch);
+  }
+  *asyncError = group->asyncError;
   if (*asyncError != purlinSuccess)
-    snprintf(comm->lastError, sizeof comm->lastError, "%s", comm->group->asyncMessage);
+    snprintf(comm->lastError, sizeof comm->lastError, "%s", group->asyncMessage);
   pthread_mutex_unlock(&registryLock);
   return purlinSuccess;
 }

@@ -33,7 +33,7 @@ struct purlinGroup {
   purlinHeap_t heaps[PURLIN_MAX_RANKS];
   /* The abort word: host memory mapped into every device, so that the host
    * can raise it while kernels run and device waits can poll it. */
-  volatile uint32_t* abortHost;
+  volatile purlinErrorRecord_t* abortHost; /* its first word is the abort word */
   uint64_t abortDevice;
   /* First asynchronous failure of the group; guarded by the registry lock. */
   purlinResult_t asyncError;

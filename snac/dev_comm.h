@@ -29,6 +29,35 @@
  * The halves are selected by epoch parity (DESIGN.md section 4). */
 #define PURLIN_HEAP_CONTROL_BYTES ((uint64_t)64 << 10)
 
+/* The group's abort word and first device-side error, in host memory mapped
+ * into every device of the group, so that the host can raise the abort while
+ * kernels spin and read the error while they run. `abort` is first: device
+ * waits poll it. A device that detects a failure fills the other fields,
+ * then raises `abort` (release, system scope); the first writer wins (the
+ * `claimed` word). */
+typedef struct purlinErrorRecord_t {
+  uint32_t abort;   /* 0 running; PURLIN_ABORT_HOST or PURLIN_ABORT_DEVICE */
+  uint32_t claimed; /* set by the device that writes the fields below */
+  uint32_t code;    /* purlinResult_t: purlinTimeout or purlinInvalidUsage */
+  int32_t rank;     /* the rank that detected it */
+  int32_t peer;     /* the rank it waited for, or disagreed with */
+  uint32_t what;    /* PURLIN_ERROR_WAIT_* */
+  uint64_t epoch;   /* the collective (epoch) it happened in */
+  uint64_t detail;  /* the mismatching descriptor word, or the flag seen */
+} purlinErrorRecord_t;
+
+#define PURLIN_ABORT_HOST 1u   /* purlinCommAbort */
+#define PURLIN_ABORT_DEVICE 2u /* a device-side error, see the record */
+#define PURLIN_ERROR_WAIT_PACKET 1u   /* timed out waiting for a peer's packet */
+#define PURLIN_ERROR_WAIT_MISMATCH 2u /* a peer runs a different collective */
+
+PURLIN_STATIC_ASSERT(sizeof(purlinErrorRecord_t) == 40, "purlinErrorRecord_t layout changed");
+PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come first");
+
+/* Control-region words after the context (offsets in the heap). */
+#define PURLIN_CTRL_EPOCH_OFFSET 4096u /* uint64_t: epochs completed by eager kernels */
+#define PURLIN_CTRL_DONE_OFFSET 4160u  /* uint32_t: CTAs of the running kernel that finished */
+
 typedef struct purlinDevComm_t {
   uint64_t magic;            /* PURLIN_DEV_COMM_MAGIC once initialised */
   int32_t rank;              /* this rank */
@@ -38,7 +67,7 @@ typedef struct purlinDevComm_t {
   uint64_t latencyBytes;     /* bytes of one latency half */
   uint64_t throughputOffset; /* offset of throughput half 0 */
   uint64_t throughputBytes;  /* bytes of one throughput half */
-  uint64_t abortWord;        /* device address of the group's uint32_t abort word */
+  uint64_t abortWord;        /* device address of the group's purlinErrorRecord_t */
   int32_t timeoutMs;         /* bound on every device-side wait */
   int32_t reserved0;
   uint64_t peerHeap[PURLIN_DEV_MAX_RANKS]; /* base of rank r's heap, as mapped here */
