@@ -4,7 +4,8 @@
 # defaults to /tmp/purlin-gpu); the benchmark tables and a summary, one line
 # per binary and a closing "N passed, N failed, N skipped", are printed last.
 # Exit status is non-zero if anything failed. Arguments, if any, are name
-# patterns (grep -E) that select which binaries run, e.g. `atoms|comm`.
+# patterns (grep -E) that select which binaries run, e.g. `atoms|comm`;
+# PURLIN_RUN_TIMEOUT (seconds, default 600) bounds each binary.
 set -u
 only="${1:-.}"
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ run_one() { # kind binary log [args...]
   t0=$(date +%s%N)
   {
     echo "===== $kind $name"
-    timeout 600 "$bin" "$@"
+    timeout "${PURLIN_RUN_TIMEOUT:-600}" "$bin" "$@"
   } >>"$log" 2>&1
   rc=$?
   secs=$(( ($(date +%s%N) - t0) / 1000000 ))
