@@ -73,20 +73,26 @@ struct Case {
       for (size_t e = 0; e < in[r].size(); ++e) in[r][e] = inputValue<D>(r, e, seed);
     }
     /* Expected outputs from the block algebra and the reference reduction. */
+    /* Reductions accumulate over ranks 0..n-1 in the accumulator type and
+     * round once, as SCORE specifies. */
     std::vector<std::vector<raw> > want(n);
     for (int d = 0; d < n; ++d) {
       want[d].resize(purlinLayoutOutputCount(&l, d));
+      std::vector<typename T::acc> accum(want[d].size());
       for (int s = 0; s < n; ++s) {
         purlinBlock_t b;
         purlinLayoutBlock(&l, s, d, &b);
         if (coll == purlinCollAllReduce) b.srcOffset = b.dstOffset = 0, b.count = count;
         for (uint64_t e = 0; e < b.count; ++e) {
           raw x = in[s][b.srcOffset + e];
-          raw& w = want[d][b.dstOffset + e];
-          if (!b.reduce || s == 0) w = x;
-          else w = T::store(purlinOp<O>::apply(T::load(w), T::load(x)));
+          uint64_t o = b.dstOffset + e;
+          if (!b.reduce) want[d][o] = x;
+          else if (s == 0) accum[o] = T::load(x);
+          else accum[o] = purlinOp<O>::apply(accum[o], T::load(x));
         }
       }
+      if (purlinCollReduces(coll))
+        for (size_t o = 0; o < want[d].size(); ++o) want[d][o] = T::store(accum[o]);
     }
     /* Buffers: in place per NCCL's rules. */
     char* sendp[8];

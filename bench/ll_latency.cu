@@ -1,0 +1,184 @@
+/*
+ * ll_latency.cu -- time per step of the SNAC latency path for small
+ * AllReduce (bf16 sum) with 8 ranks on one GPU (one rank per GPU when there
+ * are several), against two floors measured in the same run: empty kernels
+ * and a barrier-only kernel (every rank flags every peer and waits, no
+ * data). Each step forks every rank's kernel from one stream and joins them;
+ * 100 steps are captured in one CUDA Graph and replayed, and the median of
+ * 20 replays is reported per step. Data is checked once per size (#wrong).
+ * Prints an nccl-tests-style table and the M3 target ratio at <= 8 KiB.
+ */
+#include <algorithm>
+#include <stdio.h>
+#include <string.h>
+#include <vector>
+
+#include "atoms/dtype.cuh"
+#include "runtime/comm.h"
+#include "snac/ll.h"
+#include "tests/gpu/gpu_test.h"
+
+enum { kSteps = 100, kReplays = 20 };
+
+__global__ void emptyKernel(void) {}
+
+/* The floor: rank `me` writes `step` into every peer's flag for it, then
+ * waits until every peer's flag for it reaches `step`. Volatile accesses,
+ * as the latency path's. */
+__global__ void barrierKernel(unsigned int* flags, int me, int n, const unsigned int* stepWord) {
+  unsigned int step = *(volatile const unsigned int*)stepWord + 1;
+  int p = threadIdx.x;
+  if (p < n) {
+    *(volatile unsigned int*)&flags[p * 32 + me] = step;
+    while (*(volatile unsigned int*)&flags[me * 32 + p] < step) {
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) *(volatile unsigned int*)stepWord = step;
+}
+
+struct Ranks {
+  int n;
+  int devices[8];
+  purlinComm_t comms[8];
+  purlinDevComm_t* dc[8];
+  cudaStream_t streams[8];
+  cudaEvent_t fork, join[8];
+  __nv_bfloat16* send[8];
+  __nv_bfloat16* recv[8];
+};
+
+/* Captures kSteps steps of `launch(rank, stream)` on every rank, forked
+ * from `main` and joined back, and returns the median time per step (us). */
+template <typename F>
+static double stepUs(Ranks* R, cudaStream_t main, F launch) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  GPU_CUDA_OK(cudaStreamBeginCapture(main, cudaStreamCaptureModeGlobal));
+  for (int s = 0; s < kSteps; ++s) {
+    GPU_CUDA_OK(cudaEventRecord(R->fork, main));
+    for (int r = 0; r < R->n; ++r) {
+      GPU_CUDA_OK(cudaStreamWaitEvent(R->streams[r], R->fork, 0));
+      launch(r, R->streams[r]);
+      GPU_CUDA_OK(cudaEventRecord(R->join[r], R->streams[r]));
+      GPU_CUDA_OK(cudaStreamWaitEvent(main, R->join[r], 0));
+    }
+  }
+  GPU_CUDA_OK(cudaStreamEndCapture(main, &graph));
+  GPU_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  GPU_CUDA_OK(cudaGraphLaunch(exec, main)); /* warm-up */
+  GPU_CUDA_OK(cudaStreamSynchronize(main));
+  cudaEvent_t a, b;
+  GPU_CUDA_OK(cudaEventCreate(&a));
+  GPU_CUDA_OK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < kReplays; ++i) {
+    GPU_CUDA_OK(cudaEventRecord(a, main));
+    GPU_CUDA_OK(cudaGraphLaunch(exec, main));
+    GPU_CUDA_OK(cudaEventRecord(b, main));
+    GPU_CUDA_OK(cudaEventSynchronize(b));
+    float ms;
+    GPU_CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e3 / kSteps);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int main(void) {
+  int ndev = gpuTestDeviceCount("bench/ll_latency");
+  if (ndev == 0) return 0;
+  Ranks R;
+  R.n = ndev == 1 ? 8 : std::min(ndev, 8);
+  for (int r = 0; r < R.n; ++r) R.devices[r] = ndev == 1 ? 0 : r;
+  GPU_PURLIN_OK(purlinCommInitAll(R.comms, R.n, R.devices));
+  uint64_t latencyBytes = 0;
+  const size_t maxBytes = 128 << 10;
+  for (int r = 0; r < R.n; ++r) {
+    purlinHeapLayout_t layout;
+    GPU_PURLIN_OK(purlinCommDeviceContext(R.comms[r], &R.dc[r], &layout));
+    latencyBytes = layout.latencyBytes;
+    GPU_CUDA_OK(cudaSetDevice(R.devices[r]));
+    GPU_CUDA_OK(cudaStreamCreateWithFlags(&R.streams[r], cudaStreamNonBlocking));
+    GPU_CUDA_OK(cudaEventCreateWithFlags(&R.join[r], cudaEventDisableTiming));
+    GPU_CUDA_OK(cudaMalloc((void**)&R.send[r], maxBytes));
+    GPU_CUDA_OK(cudaMalloc((void**)&R.recv[r], maxBytes));
+  }
+  GPU_CUDA_OK(cudaSetDevice(R.devices[0]));
+  GPU_CUDA_OK(cudaEventCreateWithFlags(&R.fork, cudaEventDisableTiming));
+  cudaStream_t main;
+  GPU_CUDA_OK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
+
+  /* Floors. The barrier's flags live in GPU 0's memory (one GPU here). */
+  unsigned int *flags, *stepWords;
+  GPU_CUDA_OK(cudaMalloc((void**)&flags, 32 * 32 * sizeof(unsigned int)));
+  GPU_CUDA_OK(cudaMalloc((void**)&stepWords, 32 * sizeof(unsigned int)));
+  GPU_CUDA_OK(cudaMemset(flags, 0, 32 * 32 * sizeof(unsigned int)));
+  GPU_CUDA_OK(cudaMemset(stepWords, 0, 32 * sizeof(unsigned int)));
+  double emptyUs = stepUs(&R, main, [&](int, cudaStream_t s) { emptyKernel<<<1, 32, 0, s>>>(); });
+  double barrierUs = ndev == 1 ? stepUs(&R, main, [&](int r, cudaStream_t s) {
+    barrierKernel<<<1, 32, 0, s>>>(flags, r, R.n, stepWords + r);
+  }) : 0.0;
+
+  struct cudaDeviceProp prop;
+  GPU_CUDA_OK(cudaGetDeviceProperties(&prop, R.devices[0]));
+  printf("# bench/ll_latency: SNAC latency path, AllReduce bf16 sum, %d ranks on %s%s\n", R.n,
+         prop.name, ndev == 1 ? " (one GPU)" : "");
+  printf("# floors per step: empty kernels %.2f us, barrier-only kernel %.2f us\n", emptyUs,
+         barrierUs);
+  printf("%12s %10s %6s %6s %10s %10s %10s %8s %10s\n", "size", "count", "type", "ctas",
+         "time us", "algbw GB/s", "busbw GB/s", "#wrong", "/barrier");
+  double worstSmall = 0;
+  for (size_t bytes = 8; bytes <= maxBytes && bytes <= purlinLLBlockCapacity(latencyBytes, R.n);
+       bytes *= 2) {
+    size_t count = bytes / 2;
+    purlinLayout_t l = {purlinCollAllReduce, R.n, 2, count, NULL};
+    uint64_t desc = purlinLLDescriptor(&l, NULL, purlinBfloat16, purlinSum);
+    int ctas = purlinLLCtas(bytes);
+    /* Inputs: rank r holds r + (i % 7); the sum is exact in bf16. */
+    std::vector<uint16_t> host(count);
+    for (int r = 0; r < R.n; ++r) {
+      for (size_t i = 0; i < count; ++i)
+        host[i] = purlinDtype<purlinBfloat16>::store((float)(r + (int)(i % 7)));
+      GPU_CUDA_OK(cudaMemcpy(R.send[r], host.data(), bytes, cudaMemcpyHostToDevice));
+      GPU_CUDA_OK(cudaMemset(R.recv[r], 0xA5, bytes));
+    }
+    double us = stepUs(&R, main, [&](int r, cudaStream_t s) {
+      purlinLLArgs_t a = {R.dc[r], R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
+      GPU_CUDA_OK(purlinLLLaunch(&a, NULL, ctas, s));
+    });
+    GPU_CUDA_OK(cudaDeviceSynchronize());
+    size_t wrong = 0;
+    for (int r = 0; r < R.n; ++r) {
+      GPU_CUDA_OK(cudaMemcpy(host.data(), R.recv[r], bytes, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < count; ++i) {
+        float want = (float)(R.n * (R.n - 1) / 2 + R.n * (int)(i % 7));
+        wrong += host[i] != purlinDtype<purlinBfloat16>::store(want);
+      }
+    }
+    purlinResult_t async;
+    GPU_PURLIN_OK(purlinCommGetAsyncError(R.comms[0], &async));
+    if (async != purlinSuccess) {
+      printf("async error: %s\n", purlinGetLastError(R.comms[0]));
+      return 1;
+    }
+    double algbw = bytes / us / 1e3;
+    double ratio = barrierUs > 0 ? us / barrierUs : 0;
+    if (bytes <= 8192) worstSmall = std::max(worstSmall, ratio);
+    printf("%12zu %10zu %6s %6d %10.2f %10.2f %10.2f %8zu %10.2f\n", bytes, count, "bf16", ctas, us,
+           algbw, algbw * 2.0 * (R.n - 1) / R.n, wrong, ratio);
+  }
+  if (barrierUs > 0)
+    printf("AllReduce <= 8 KiB / barrier-only kernel: worst %.2f (target <= 1.30)\n", worstSmall);
+  for (int r = 0; r < R.n; ++r) {
+    cudaFree(R.send[r]);
+    cudaFree(R.recv[r]);
+    cudaStreamDestroy(R.streams[r]);
+    GPU_PURLIN_OK(purlinCommDestroy(R.comms[r]));
+  }
+  return 0;
+}
