@@ -174,6 +174,33 @@ int main(void) {
   }
   if (barrierUs > 0)
     printf("AllReduce <= 8 KiB / barrier-only kernel: worst %.2f (target <= 1.30)\n", worstSmall);
+  /* How the 8-byte step scales with the ranks taking part (ranks 0..k-1 of
+   * a k-rank group on the same GPU): separates the kernel's fixed cost from
+   * the cost of waiting for peers. */
+  for (int k = 1; k <= R.n; k *= 2) {
+    Ranks S;
+    S.n = k;
+    for (int r = 0; r < k; ++r) S.devices[r] = R.devices[r];
+    GPU_PURLIN_OK(purlinCommInitAll(S.comms, k, S.devices));
+    for (int r = 0; r < k; ++r) {
+      purlinHeapLayout_t layout;
+      GPU_PURLIN_OK(purlinCommDeviceContext(S.comms[r], &S.dc[r], &layout));
+      S.streams[r] = R.streams[r];
+      S.join[r] = R.join[r];
+    }
+    S.fork = R.fork;
+    for (uint64_t count : {(uint64_t)0, (uint64_t)4}) {
+      purlinLayout_t l = {purlinCollAllReduce, k, 2, count, NULL};
+      uint64_t desc = purlinLLDescriptor(&l, NULL, purlinBfloat16, purlinSum);
+      double us = stepUs(&S, main, [&](int r, cudaStream_t s) {
+        purlinLLArgs_t a = {S.dc[r], R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
+        GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, s));
+      });
+      printf("# scaling: %d rank(s), AllReduce of %llu elements: %.2f us per step\n", k,
+             (unsigned long long)count, us);
+    }
+    for (int r = 0; r < k; ++r) GPU_PURLIN_OK(purlinCommDestroy(S.comms[r]));
+  }
   for (int r = 0; r < R.n; ++r) {
     cudaFree(R.send[r]);
     cudaFree(R.recv[r]);

@@ -138,7 +138,9 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
   st.epoch = *(volatile uint64_t*)epochWord + 1;
   st.flag = (uint32_t)st.epoch;
   st.timeoutNs = (uint64_t)dc->timeoutMs * 1000000ull;
-  st.failed = st.rec->abort != 0;
+  /* The abort word is read only inside waits (every 1024 tries): it lives
+   * in host memory, a PCIe round trip away. */
+  st.failed = false;
 
   purlinLayout_t l = a.layout;
   if (purlinCollIsV(l.coll)) l.counts = counts;
