@@ -27,7 +27,40 @@ static purlinResult_t cudaCanAccessPeer(int dev, int peer, int* can) {
   return purlinSuccess;
 }
 
-static const purlinPlatform_t cudaPlatform = {cudaDeviceCount, cudaSmCount, cudaCanAccessPeer};
+static purlinResult_t cudaPointerUsable(const void* ptr, int dev, int* usable, const char** kind) {
+  struct cudaPointerAttributes attr;
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  *usable = 0;
+  *kind = "unknown";
+  if (err == cudaErrorInvalidValue) {
+    /* Not known to CUDA at all: plain malloc'ed or stack memory. */
+    cudaGetLastError();
+    *kind = "unregistered host memory";
+    return purlinSuccess;
+  }
+  if (err != cudaSuccess) return purlinCudaError(err, "cudaPointerGetAttributes", __FILE__, __LINE__);
+  switch (attr.type) {
+    case cudaMemoryTypeDevice:
+      /* Memory of another GPU is usable when peer-mapped (VMM heaps are). */
+      *kind = attr.device == dev ? "device memory" : "another GPU's memory";
+      *usable = 1;
+      break;
+    case cudaMemoryTypeManaged:
+      *kind = "managed memory";
+      *usable = 1;
+      break;
+    case cudaMemoryTypeHost:
+      *kind = "pinned host memory";
+      break;
+    default:
+      *kind = "unregistered host memory";
+      break;
+  }
+  return purlinSuccess;
+}
+
+static const purlinPlatform_t cudaPlatform = {cudaDeviceCount, cudaSmCount, cudaCanAccessPeer,
+                                              cudaPointerUsable};
 static const purlinPlatform_t* current = &cudaPlatform;
 
 const purlinPlatform_t* purlinPlatformGet(void) { return current; }

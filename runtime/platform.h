@@ -21,6 +21,10 @@ typedef struct purlinPlatform_t {
   purlinResult_t (*smCount)(int dev, int* count);
   /* Whether device `dev` can map memory of device `peer` (dev != peer). */
   purlinResult_t (*canAccessPeer)(int dev, int peer, int* can);
+  /* Whether `ptr` is memory a kernel on device `dev` can read and write
+   * (device, managed or peer-mapped memory); *kind names what it is
+   * ("device", "host", "unregistered host", ...), for messages. */
+  purlinResult_t (*pointerUsable)(const void* ptr, int dev, int* usable, const char** kind);
 } purlinPlatform_t;
 
 /* The table in use: the real CUDA one unless a test replaced it. */

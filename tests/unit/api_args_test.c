@@ -32,7 +32,16 @@ static purlinResult_t fakeCanAccessPeer(int dev, int peer, int* can) {
   return purlinSuccess;
 }
 
-static const purlinPlatform_t fakePlatform = {fakeDeviceCount, fakeSmCount, fakeCanAccessPeer};
+static purlinResult_t fakePointerUsable(const void* ptr, int dev, int* usable, const char** kind) {
+  (void)ptr;
+  (void)dev;
+  *usable = 1;
+  *kind = "device memory";
+  return purlinSuccess;
+}
+
+static const purlinPlatform_t fakePlatform = {fakeDeviceCount, fakeSmCount, fakeCanAccessPeer,
+                                              fakePointerUsable};
 
 /* Calls init, expects `code` and `text` in the last error, and checks that
  * the comms array was not written. */

@@ -1,0 +1,126 @@
+/*
+ * collective.c -- argument checks of collective calls (collective.h).
+ */
+#include "runtime/collective.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/comm.h"
+#include "runtime/errors.h"
+#include "runtime/platform.h"
+
+static const char* const collNames[purlinNumCollectives] = {
+    [purlinCollAllReduce] = "AllReduce",         [purlinCollAllGather] = "AllGather",
+    [purlinCollReduceScatter] = "ReduceScatter", [purlinCollAllToAll] = "AllToAll",
+    [purlinCollAllGatherV] = "AllGatherV",       [purlinCollReduceScatterV] = "ReduceScatterV",
+    [purlinCollAllToAllV] = "AllToAllV",
+};
+
+static size_t dtypeBytes(purlinDataType_t dtype) {
+  switch (dtype) {
+    case purlinFloat32:
+    case purlinInt32: return 4;
+    case purlinFloat16:
+    case purlinBfloat16: return 2;
+    case purlinFp8E4M3:
+    case purlinFp8E5M2: return 1;
+    default: return 0;
+  }
+}
+
+/* A buffer with data must be reachable by the rank's kernels. */
+static purlinResult_t checkBuffer(const char* coll, const char* name, const void* p,
+                                  uint64_t elems, int device) {
+  int usable = 0;
+  const char* kind = "";
+  if (elems == 0) return purlinSuccess;
+  PURLIN_RETURN_IF(p == NULL, purlinInvalidArgument, "purlin%s: %s is NULL but holds %llu elements",
+                   coll, name, (unsigned long long)elems);
+  PURLIN_CHECK(purlinPlatformGet()->pointerUsable(p, device, &usable, &kind));
+  PURLIN_RETURN_IF(!usable, purlinInvalidArgument,
+                   "purlin%s: %s %p is %s; collectives read and write GPU memory (cudaMalloc, "
+                   "or managed memory)",
+                   coll, name, p, kind);
+  return purlinSuccess;
+}
+
+purlinResult_t purlinCollCheckArgs(int rank, int device, const purlinLayout_t* l,
+                                   const void* sendbuff, const void* recvbuff,
+                                   purlinDataType_t dtype, purlinRedOp_t op) {
+  PURLIN_RETURN_IF((unsigned)l->coll >= (unsigned)purlinNumCollectives, purlinInvalidArgument,
+                   "unknown collective %d", (int)l->coll);
+  const char* coll = collNames[l->coll];
+  size_t eb = dtypeBytes(dtype);
+  PURLIN_RETURN_IF(eb == 0, purlinInvalidArgument,
+                   "purlin%s: datatype %d is not a purlinDataType_t (0..%d)", coll, (int)dtype,
+                   purlinNumDataTypes - 1);
+  PURLIN_RETURN_IF(l->elemBytes != eb, purlinInternalError,
+                   "purlin%s: layout element size %u disagrees with datatype %d", coll,
+                   l->elemBytes, (int)dtype);
+  PURLIN_RETURN_IF(purlinCollReduces(l->coll) && (unsigned)op >= (unsigned)purlinNumRedOps,
+                   purlinInvalidArgument, "purlin%s: op %d is not a purlinRedOp_t (0..%d)", coll,
+                   (int)op, purlinNumRedOps - 1);
+  PURLIN_RETURN_IF(purlinCollIsV(l->coll) && l->counts == NULL, purlinInvalidArgument,
+                   "purlin%s: counts is NULL", coll);
+  PURLIN_RETURN_IF(purlinLayoutMaxBufferCount(l) == UINT64_MAX, purlinInvalidArgument,
+                   "purlin%s: the counts give a buffer of more than 2^62 bytes (or overflow)",
+                   coll);
+
+  uint64_t inElems = purlinLayoutInputCount(l, rank), outElems = purlinLayoutOutputCount(l, rank);
+  PURLIN_CHECK(checkBuffer(coll, "sendbuff", sendbuff, inElems, device));
+  PURLIN_CHECK(checkBuffer(coll, "recvbuff", recvbuff, outElems, device));
+
+  /* Overlap is allowed only in NCCL's in-place arrangements. */
+  uintptr_t s0 = (uintptr_t)sendbuff, s1 = s0 + inElems * eb;
+  uintptr_t r0 = (uintptr_t)recvbuff, r1 = r0 + outElems * eb;
+  if (inElems == 0 || outElems == 0 || s1 <= r0 || r1 <= s0) return purlinSuccess;
+  uintptr_t own = (uintptr_t)(purlinLayoutRankOffset(l, rank) * eb);
+  switch (l->coll) {
+    case purlinCollAllReduce:
+      PURLIN_RETURN_IF(s0 != r0, purlinInvalidUsage,
+                       "purlinAllReduce: sendbuff and recvbuff overlap without being equal "
+                       "(in place means sendbuff == recvbuff)");
+      return purlinSuccess;
+    case purlinCollAllGather:
+    case purlinCollAllGatherV:
+      PURLIN_RETURN_IF(s0 != r0 + own, purlinInvalidUsage,
+                       "purlin%s: sendbuff overlaps recvbuff but is not rank %d's block of it "
+                       "(in place means sendbuff == recvbuff + %llu bytes)",
+                       coll, rank, (unsigned long long)own);
+      return purlinSuccess;
+    case purlinCollReduceScatter:
+    case purlinCollReduceScatterV:
+      PURLIN_RETURN_IF(r0 != s0 + own, purlinInvalidUsage,
+                       "purlin%s: recvbuff overlaps sendbuff but is not rank %d's block of it "
+                       "(in place means recvbuff == sendbuff + %llu bytes)",
+                       coll, rank, (unsigned long long)own);
+      return purlinSuccess;
+    default:
+      return PURLIN_ERROR(purlinInvalidUsage,
+                          "purlin%s: sendbuff and recvbuff overlap; %s has no in-place form", coll,
+                          coll);
+  }
+}
+
+purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
+                               const void* sendbuff, const void* recvbuff, purlinDataType_t dtype,
+                               purlinRedOp_t op) {
+  purlinResult_t async = purlinSuccess;
+  PURLIN_CHECK(purlinCommGetAsyncError(comm, &async));
+  if (async != purlinSuccess) {
+    purlinResult_t r = PURLIN_ERROR(purlinAborted,
+                                    "the communicator is aborted and takes no more collectives "
+                                    "(%s); destroy it",
+                                    purlinGetLastError(comm));
+    snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+    return r;
+  }
+  PURLIN_RETURN_IF(layout->nranks != comm->nranks, purlinInternalError,
+                   "layout for %d ranks on a communicator of %d", layout->nranks, comm->nranks);
+  purlinResult_t r =
+      purlinCollCheckArgs(comm->rank, comm->device, layout, sendbuff, recvbuff, dtype, op);
+  if (r != purlinSuccess)
+    snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+  return r;
+}

@@ -1,0 +1,38 @@
+/*
+ * collective.h -- the checks every collective call passes before anything is
+ * launched: datatype and op, counts that overflow, NULL buffers with data,
+ * buffers a kernel cannot reach, overlaps that are not NCCL's in-place
+ * arrangements, and aborted communicators. Each failure is a documented
+ * result with a message naming the argument; no state changes.
+ */
+#ifndef PURLIN_RUNTIME_COLLECTIVE_H_
+#define PURLIN_RUNTIME_COLLECTIVE_H_
+
+#include "runtime/purlin.h"
+#include "snac/layout.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The checks that need no communicator: rank `rank` of `layout.nranks` on
+ * CUDA device `device` calls `layout.coll` with these buffers. Device
+ * memory is recognised through the platform table (runtime/platform.h).
+ * Returns purlinSuccess, purlinInvalidArgument (datatype, op, counts,
+ * buffers) or purlinInvalidUsage (overlapping buffers). */
+purlinResult_t purlinCollCheckArgs(int rank, int device, const purlinLayout_t* layout,
+                                   const void* sendbuff, const void* recvbuff,
+                                   purlinDataType_t dtype, purlinRedOp_t op);
+
+/* purlinCollCheckArgs for a live communicator's rank, after checking the
+ * handle and that the communicator has not been aborted (purlinAborted,
+ * quoting the cause). The message goes to purlinGetLastError(comm). */
+purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
+                               const void* sendbuff, const void* recvbuff, purlinDataType_t dtype,
+                               purlinRedOp_t op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PURLIN_RUNTIME_COLLECTIVE_H_ */

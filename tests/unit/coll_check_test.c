@@ -1,0 +1,127 @@
+/*
+ * coll_check_test.c -- the argument checks of collective calls, without a
+ * GPU: a stand-in platform treats one static arena as device memory and
+ * everything else as host memory. Every collective's NULL buffers, host
+ * buffers, bad datatype and op, overflowing counts, and NCCL's in-place
+ * arrangements (accepted) against other overlaps (refused).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "runtime/collective.h"
+#include "runtime/errors.h"
+#include "runtime/platform.h"
+#include "tests/unit/check.h"
+
+static char arena[1 << 20]; /* "device memory" */
+static char hostBuffer[4096];
+
+static purlinResult_t fakeDeviceCount(int* n) {
+  *n = 1;
+  return purlinSuccess;
+}
+static purlinResult_t fakeSmCount(int dev, int* n) {
+  (void)dev;
+  *n = 132;
+  return purlinSuccess;
+}
+static purlinResult_t fakeCanAccessPeer(int a, int b, int* can) {
+  (void)a, (void)b;
+  *can = 1;
+  return purlinSuccess;
+}
+static purlinResult_t fakePointerUsable(const void* p, int dev, int* usable, const char** kind) {
+  (void)dev;
+  *usable = (const char*)p >= arena && (const char*)p < arena + sizeof arena;
+  *kind = *usable ? "device memory" : "unregistered host memory";
+  return purlinSuccess;
+}
+static const purlinPlatform_t fake = {fakeDeviceCount, fakeSmCount, fakeCanAccessPeer,
+                                      fakePointerUsable};
+
+#define EXPECT(call, code, text)                                \
+  do {                                                          \
+    CHECK_EQ_INT((call), (code));                               \
+    if ((code) != purlinSuccess) CHECK_CONTAINS(purlinThreadLastError(), (text)); \
+  } while (0)
+
+int main(void) {
+  purlinPlatformOverride(&fake);
+  char* a = arena;
+  char* b = arena + (512 << 10);
+  const int n = 4, me = 2;
+
+  /* AllReduce of 100 floats. */
+  purlinLayout_t ar = {purlinCollAllReduce, n, 4, 100, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, b, purlinFloat32, purlinSum), purlinSuccess, "");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, a, purlinFloat32, purlinMax), purlinSuccess, "");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, a + 4, purlinFloat32, purlinSum), purlinInvalidUsage,
+         "overlap without being equal");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, NULL, b, purlinFloat32, purlinSum),
+         purlinInvalidArgument, "sendbuff is NULL but holds 100 elements");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, NULL, purlinFloat32, purlinSum),
+         purlinInvalidArgument, "recvbuff is NULL");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, hostBuffer, b, purlinFloat32, purlinSum),
+         purlinInvalidArgument, "is unregistered host memory");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, b, (purlinDataType_t)6, purlinSum),
+         purlinInvalidArgument, "datatype 6 is not a purlinDataType_t");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, b, (purlinDataType_t)-1, purlinSum),
+         purlinInvalidArgument, "datatype -1");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, b, purlinFloat32, (purlinRedOp_t)3),
+         purlinInvalidArgument, "op 3 is not a purlinRedOp_t");
+  /* Zero elements: NULL buffers are fine. */
+  purlinLayout_t empty = {purlinCollAllReduce, n, 4, 0, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &empty, NULL, NULL, purlinFloat32, purlinSum), purlinSuccess,
+         "");
+  /* Counts whose bytes overflow. */
+  purlinLayout_t huge = {purlinCollAllGather, n, 4, (uint64_t)1 << 62, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &huge, a, b, purlinFloat32, purlinSum),
+         purlinInvalidArgument, "more than 2^62 bytes");
+
+  /* AllGather: 10 floats per rank; in place is rank 2's block of recv. */
+  purlinLayout_t ag = {purlinCollAllGather, n, 4, 10, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &ag, b + 80, b, purlinFloat32, purlinSum), purlinSuccess, "");
+  EXPECT(purlinCollCheckArgs(me, 0, &ag, b + 40, b, purlinFloat32, purlinSum), purlinInvalidUsage,
+         "sendbuff == recvbuff + 80 bytes");
+  /* Copies ignore the op. */
+  EXPECT(purlinCollCheckArgs(me, 0, &ag, a, b, purlinFloat32, (purlinRedOp_t)99), purlinSuccess,
+         "");
+
+  /* ReduceScatter: in place is recv == send + rank 2's block. */
+  purlinLayout_t rs = {purlinCollReduceScatter, n, 2, 8, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &rs, a, a + 32, purlinBfloat16, purlinSum), purlinSuccess, "");
+  EXPECT(purlinCollCheckArgs(me, 0, &rs, a, a + 16, purlinBfloat16, purlinSum), purlinInvalidUsage,
+         "recvbuff == sendbuff + 32 bytes");
+
+  /* V forms: in place uses the V offsets; NULL counts refused. */
+  const uint64_t v[4] = {3, 0, 5, 7};
+  purlinLayout_t agv = {purlinCollAllGatherV, n, 1, 0, v};
+  EXPECT(purlinCollCheckArgs(me, 0, &agv, b + 3, b, purlinFp8E4M3, purlinSum), purlinSuccess, "");
+  EXPECT(purlinCollCheckArgs(me, 0, &agv, b + 2, b, purlinFp8E4M3, purlinSum), purlinInvalidUsage,
+         "AllGatherV");
+  purlinLayout_t noCounts = {purlinCollReduceScatterV, n, 4, 0, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &noCounts, a, b, purlinFloat32, purlinSum),
+         purlinInvalidArgument, "counts is NULL");
+  /* Rank 1's ReduceScatterV block is empty: its recvbuff may be NULL. */
+  purlinLayout_t rsv = {purlinCollReduceScatterV, n, 4, 0, v};
+  EXPECT(purlinCollCheckArgs(1, 0, &rsv, a, NULL, purlinFloat32, purlinMin), purlinSuccess, "");
+  EXPECT(purlinCollCheckArgs(2, 0, &rsv, a, NULL, purlinFloat32, purlinMin),
+         purlinInvalidArgument, "recvbuff is NULL but holds 5 elements");
+
+  /* AllToAll has no in-place form. */
+  purlinLayout_t a2a = {purlinCollAllToAll, n, 4, 16, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &a2a, a, b, purlinInt32, purlinSum), purlinSuccess, "");
+  EXPECT(purlinCollCheckArgs(me, 0, &a2a, a, a, purlinInt32, purlinSum), purlinInvalidUsage,
+         "AllToAll has no in-place form");
+  const uint64_t m[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  purlinLayout_t a2av = {purlinCollAllToAllV, n, 4, 0, m};
+  EXPECT(purlinCollCheckArgs(me, 0, &a2av, a, a + 16, purlinInt32, purlinSum), purlinInvalidUsage,
+         "AllToAllV has no in-place form");
+  EXPECT(purlinCollCheckArgs(me, 0, &a2av, a, hostBuffer, purlinInt32, purlinSum),
+         purlinInvalidArgument, "recvbuff");
+
+  purlinLayout_t bad = {(purlinCollective_t)9, n, 4, 1, NULL};
+  EXPECT(purlinCollCheckArgs(me, 0, &bad, a, b, purlinFloat32, purlinSum), purlinInvalidArgument,
+         "unknown collective 9");
+  return CHECK_EXIT();
+}
