@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "runtime/purlin.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,6 +60,25 @@ typedef struct purlinAtomInfo_t {
    * order among the stores of one call. */
   const char* ordering;
 } purlinAtomInfo_t;
+
+#ifdef __CUDACC__
+#define PURLIN_ATOM_HD __host__ __device__ __forceinline__
+#else
+#define PURLIN_ATOM_HD static inline
+#endif
+
+/* Bytes of one element of `dtype`; 0 for values outside the enum. */
+PURLIN_ATOM_HD size_t purlinDtypeBytes(purlinDataType_t dtype) {
+  switch (dtype) {
+    case purlinFloat32:
+    case purlinInt32: return 4;
+    case purlinFloat16:
+    case purlinBfloat16: return 2;
+    case purlinFp8E4M3:
+    case purlinFp8E5M2: return 1;
+    default: return 0;
+  }
+}
 
 /* The published properties of `kind`; NULL for values outside the enum. */
 const purlinAtomInfo_t* purlinAtomGetInfo(purlinAtomKind_t kind);

@@ -14,6 +14,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "atoms/atom.h"
 #include "runtime/purlin.h"
 
 #define PURLIN_HD __host__ __device__ __forceinline__
@@ -134,18 +135,6 @@ __host__ bool purlinDispatchDtypeOp(purlinDataType_t dtype, purlinRedOp_t op, F&
     case purlinFp8E5M2: return purlinDispatchOp<purlinFp8E5M2>(op, f);
     case purlinInt32: return purlinDispatchOp<purlinInt32>(op, f);
     default: return false;
-  }
-}
-
-static inline __host__ __device__ size_t purlinDtypeBytes(purlinDataType_t dtype) {
-  switch (dtype) {
-    case purlinFloat32:
-    case purlinInt32: return 4;
-    case purlinFloat16:
-    case purlinBfloat16: return 2;
-    case purlinFp8E4M3:
-    case purlinFp8E5M2: return 1;
-    default: return 0;
   }
 }
 

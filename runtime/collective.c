@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "atoms/atom.h"
 #include "runtime/comm.h"
 #include "runtime/errors.h"
 #include "runtime/platform.h"
@@ -16,18 +17,6 @@ static const char* const collNames[purlinNumCollectives] = {
     [purlinCollAllGatherV] = "AllGatherV",       [purlinCollReduceScatterV] = "ReduceScatterV",
     [purlinCollAllToAllV] = "AllToAllV",
 };
-
-static size_t dtypeBytes(purlinDataType_t dtype) {
-  switch (dtype) {
-    case purlinFloat32:
-    case purlinInt32: return 4;
-    case purlinFloat16:
-    case purlinBfloat16: return 2;
-    case purlinFp8E4M3:
-    case purlinFp8E5M2: return 1;
-    default: return 0;
-  }
-}
 
 /* A buffer with data must be reachable by the rank's kernels. */
 static purlinResult_t checkBuffer(const char* coll, const char* name, const void* p,
@@ -51,7 +40,7 @@ purlinResult_t purlinCollCheckArgs(int rank, int device, const purlinLayout_t* l
   PURLIN_RETURN_IF((unsigned)l->coll >= (unsigned)purlinNumCollectives, purlinInvalidArgument,
                    "unknown collective %d", (int)l->coll);
   const char* coll = collNames[l->coll];
-  size_t eb = dtypeBytes(dtype);
+  size_t eb = purlinDtypeBytes(dtype);
   PURLIN_RETURN_IF(eb == 0, purlinInvalidArgument,
                    "purlin%s: datatype %d is not a purlinDataType_t (0..%d)", coll, (int)dtype,
                    purlinNumDataTypes - 1);

@@ -182,6 +182,7 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
     llBlock(&l, me, me, &mine);
     uint64_t bytes = mine.count * eb, P = (bytes + 7) / 8;
     char* out = (char*)a.recvbuff + mine.dstOffset * eb;
+    const char* own = (const char*)a.sendbuff + mine.srcOffset * eb;
     for (uint64_t i = g; i < P && !st.failed; i += G) {
       uint64_t m = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
       acc accum[E];
@@ -190,9 +191,7 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
         if (s == me) {
           /* This rank's own contribution comes from its input; in place,
            * this thread reads element i before it writes it. */
-          purlinBlock_t b;
-          llBlock(&l, me, me, &b);
-          v = load8((const char*)a.sendbuff + b.srcOffset * eb + 8 * i, m);
+          v = load8(own + 8 * i, m);
         } else if (!llWait(&st, LL_REGION(me, s) + 2 * (1 + i), s, &v)) {
           break;
         }

@@ -61,19 +61,12 @@ static void launch(K kernel, int ctas, Args... args) {
   GPU_CUDA_OK(cudaDeviceSynchronize());
 }
 
-static uint32_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return (uint32_t)(x ^ (x >> 33));
-}
 
 /* Input value of source s at element e: small exact values for float
  * formats (sums saturate fp8 now and then, on purpose), raw bits for int32. */
 template <purlinDataType_t D>
 static typename purlinDtype<D>::raw inputValue(int s, size_t e, uint32_t seed) {
-  uint32_t h = mix(((uint64_t)seed << 40) ^ ((uint64_t)s << 32) ^ e);
+  uint32_t h = gpuTestMix(((uint64_t)seed << 40) ^ ((uint64_t)s << 32) ^ e);
   if (D == purlinInt32) return (typename purlinDtype<D>::raw)h;
   float f = (float)((int)(h % 2001u) - 1000) / 16.0f;
   return (typename purlinDtype<D>::raw)purlinDtype<D>::store((typename purlinDtype<D>::acc)f);
@@ -236,7 +229,7 @@ struct CopyOnAtom {
 static int copyCase(Buffers* b, size_t bytes, int misalignSrc, int misalignDst, int allCtas,
                     int peer, uint32_t seed) {
   std::vector<unsigned char> in(bytes);
-  parallelFor(bytes, [&](size_t i) { in[i] = (unsigned char)mix(((uint64_t)seed << 40) ^ i); });
+  parallelFor(bytes, [&](size_t i) { in[i] = (unsigned char)gpuTestMix(((uint64_t)seed << 40) ^ i); });
   GPU_CUDA_OK(cudaMemcpy(b->srcs[0] + misalignSrc, in.data(), bytes, cudaMemcpyHostToDevice));
   char* area = peer ? b->peer : b->local;
   size_t areaBytes = bytes + misalignDst + 2 * kGuard;

@@ -6,6 +6,7 @@
 #define PURLIN_TESTS_GPU_GPU_TEST_H_
 
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,6 +23,17 @@ static inline int gpuTestDeviceCount(const char* test) {
     return 0;
   }
   return n;
+}
+
+/* A 64-bit -> 32-bit hash (the MurmurHash3 finaliser): test inputs are a
+ * function of (seed, rank or source, index), so expected outputs are
+ * computed, never stored. */
+static inline uint32_t gpuTestMix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return (uint32_t)(x ^ (x >> 33));
 }
 
 /* A CUDA or purlin failure inside a GPU test ends the test: later checks

@@ -12,16 +12,8 @@
 #include "runtime/comm.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/unit/check.h"
+#include "tests/unit/test_util.h"
 
-static int openFds(void) {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == NULL) return -1;
-  for (struct dirent* e; (e = readdir(d)) != NULL;)
-    if (e->d_name[0] != '.') ++n;
-  closedir(d);
-  return n - 1; /* the directory stream itself */
-}
 
 static size_t freeBytes(int ndev) {
   size_t sum = 0;
@@ -41,7 +33,7 @@ static void cycles(const char* what, int nranks, const int* devices, int ndev, i
   for (int r = 0; r < nranks; ++r) GPU_PURLIN_OK(purlinCommDestroy(comms[r]));
 
   size_t freeBefore = freeBytes(ndev);
-  int fdsBefore = openFds();
+  int fdsBefore = testOpenFds();
 
   GPU_PURLIN_OK(purlinCommInitAll(comms, nranks, devices));
   size_t freeLive = freeBytes(ndev);
@@ -66,7 +58,7 @@ static void cycles(const char* what, int nranks, const int* devices, int ndev, i
   elapsed = ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
 
   size_t freeAfter = freeBytes(ndev);
-  int fdsAfter = openFds();
+  int fdsAfter = testOpenFds();
   CHECK_EQ_INT(freeAfter, freeBefore);
   CHECK_EQ_INT(fdsAfter, fdsBefore);
   printf("  %s: %d cycles of %d rank(s), %.2f ms per init+destroy; live group used %.1f MiB; "

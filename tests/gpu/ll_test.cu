@@ -22,13 +22,6 @@
 static const unsigned char kPoison = 0xA5;
 static int printed = 0;
 
-static uint32_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return (uint32_t)(x ^ (x >> 33));
-}
 
 struct Ranks {
   int n;
@@ -44,7 +37,7 @@ struct Ranks {
 /* Input element e of rank r, as raw bytes of the type. */
 template <purlinDataType_t D>
 static typename purlinDtype<D>::raw inputValue(int r, size_t e, uint32_t seed) {
-  uint32_t h = mix(((uint64_t)seed << 40) ^ ((uint64_t)r << 32) ^ e);
+  uint32_t h = gpuTestMix(((uint64_t)seed << 40) ^ ((uint64_t)r << 32) ^ e);
   if (D == purlinInt32) return (typename purlinDtype<D>::raw)h;
   float f = (float)((int)(h % 2001u) - 1000) / 16.0f;
   return (typename purlinDtype<D>::raw)purlinDtype<D>::store((typename purlinDtype<D>::acc)f);

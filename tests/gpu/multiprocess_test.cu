@@ -40,6 +40,7 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/gpu/heap_check.h"
 #include "tests/unit/check.h"
+#include "tests/unit/test_util.h"
 
 extern char** environ;
 
@@ -51,21 +52,7 @@ static const int kChildSeconds = 120;
 
 /* --- Helpers ------------------------------------------------------------------- */
 
-static int openFds(void) {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == NULL) return -1;
-  for (struct dirent* e; (e = readdir(d)) != NULL;)
-    if (e->d_name[0] != '.') ++n;
-  closedir(d);
-  return n - 1; /* the directory stream itself */
-}
 
-static double nowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static void toHex(const void* data, size_t bytes, char* out) {
   static const char hex[] = "0123456789abcdef";
@@ -115,7 +102,7 @@ static pid_t spawn(const char* const* args, const char* const* extraEnv) {
 /* Waits for a helper, killing it after `seconds`; returns its exit status,
  * or -1 when it was killed or died of a signal. */
 static int waitChild(pid_t pid, int seconds, const char* what) {
-  double deadline = nowMs() + seconds * 1e3;
+  double deadline = testNowMs() + seconds * 1e3;
   for (;;) {
     int status = 0;
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -124,7 +111,7 @@ static int waitChild(pid_t pid, int seconds, const char* what) {
       fprintf(stderr, "  %s (pid %d) died of signal %d\n", what, (int)pid, WTERMSIG(status));
       return -1;
     }
-    if (nowMs() > deadline) {
+    if (testNowMs() > deadline) {
       fprintf(stderr, "  %s (pid %d) still runs after %d s: killed\n", what, (int)pid, seconds);
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
@@ -222,7 +209,7 @@ static int importerMain(const purlinBootstrapId_t* id) {
 
   importReport report;
   memset(&report, 0, sizeof report);
-  int before = openFds();
+  int before = testOpenFds();
   GPU_PURLIN_OK(purlinHeapImport(&m, fds[0], bytes, 0));
   close(fds[0]);
   CHECK(m.imported && m.mapped && m.base != 0);
@@ -231,7 +218,7 @@ static int importerMain(const purlinBootstrapId_t* id) {
   purlinHeapRelease(&m);
   CHECK(m.base == 0 && !m.mapped);
   /* `before` counted the received descriptor, which is closed by now. */
-  report.fdsLeaked = openFds() - (before - 1);
+  report.fdsLeaked = testOpenFds() - (before - 1);
 
   importReport all[2];
   GPU_PURLIN_OK(purlinBootstrapAllGather(b, &report, sizeof report, all, -1, NULL));
@@ -250,7 +237,7 @@ static void importExportCheck(void) {
   /* Warm-up: context, module and driver entry points exist before counting. */
   fillRegion(NULL, 0, 0);
   GPU_PURLIN_OK(purlinDriverLoad());
-  int fdsBefore = openFds();
+  int fdsBefore = testOpenFds();
 
   const char* args[] = {"multiprocess_test", "importer", idHex, NULL};
   pid_t child = spawn(args, NULL);
@@ -294,7 +281,7 @@ static void importExportCheck(void) {
   reportRegion("exporter's own half after the import", &first, half / 4);
   purlinHeapRelease(&heap);
   CHECK_EQ_INT(waitChild(child, kChildSeconds, "importer"), 0);
-  CHECK_EQ_INT(openFds(), fdsBefore);
+  CHECK_EQ_INT(testOpenFds(), fdsBefore);
   printf("  import path: %.0f MiB heap exported, imported by another process, %llu + %llu + %llu "
          "words checked, %s\n",
          bytes / 1048576.0, (unsigned long long)reports[1].firstHalf.words,
@@ -322,16 +309,16 @@ static void sameGpuRefusalCheck(void) {
   GPU_CUDA_OK(cudaSetDevice(0));
   size_t freeBefore = 0, freeAfter = 0, total = 0;
   GPU_CUDA_OK(cudaMemGetInfo(&freeBefore, &total));
-  int fdsBefore = openFds();
+  int fdsBefore = testOpenFds();
   const char* args[] = {"multiprocess_test", "initrank", "refused", idHex, "1", "2", "0", NULL};
   pid_t child = spawn(args, NULL);
 
   purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
   config.timeoutMs = kInitTimeoutMs;
   purlinComm_t comm = NULL;
-  double t0 = nowMs();
+  double t0 = testNowMs();
   purlinResult_t r = purlinCommInitRank(&comm, 2, id, 0, &config);
-  double elapsed = nowMs() - t0;
+  double elapsed = testNowMs() - t0;
   const char* msg = purlinGetLastError(NULL);
   CHECK_EQ_INT(r, purlinInvalidUsage);
   CHECK(comm == NULL);
@@ -343,12 +330,12 @@ static void sameGpuRefusalCheck(void) {
   /* Nothing was allocated for the refused communicator. The helper's
    * context is freed by the driver as its process ends, which may lag
    * behind waitpid a little: give it a few seconds. */
-  for (double until = nowMs() + 5000; nowMs() < until; usleep(20000)) {
+  for (double until = testNowMs() + 5000; testNowMs() < until; usleep(20000)) {
     GPU_CUDA_OK(cudaMemGetInfo(&freeAfter, &total));
     if (freeAfter == freeBefore) break;
   }
   CHECK_EQ_INT(freeAfter, freeBefore);
-  CHECK_EQ_INT(openFds(), fdsBefore);
+  CHECK_EQ_INT(testOpenFds(), fdsBefore);
   /* The refusal follows the first exchange: no waiting for a timeout. */
   CHECK(elapsed < kInitTimeoutMs / 2);
   printf("  two processes on GPU 0: both refused after %.0f ms (rank 1 exit %d):\n    %s\n",
@@ -438,7 +425,7 @@ static void singleRankCheck(void) {
   purlinUniqueId_t id;
   GPU_PURLIN_OK(purlinGetUniqueId(&id));
   GPU_CUDA_OK(cudaSetDevice(0));
-  int fdsBefore = openFds();
+  int fdsBefore = testOpenFds();
   purlinComm_t comm = NULL;
   GPU_PURLIN_OK(purlinCommInitRank(&comm, 1, id, 0, NULL));
   commCheck(comm, 0, 1, 0, NULL);
@@ -460,7 +447,7 @@ static void singleRankCheck(void) {
   unsetenv("WORLD_SIZE");
   unsetenv("LOCAL_RANK");
   unsetenv("PURLIN_ID");
-  CHECK_EQ_INT(openFds(), fdsBefore);
+  CHECK_EQ_INT(testOpenFds(), fdsBefore);
   printf("  one rank per process: by id, from the environment, abort: %s\n",
          checkFailures ? "FAILED" : "ok");
 }
@@ -478,7 +465,7 @@ static void onePerGpuCheck(int n, int fromEnv) {
   snprintf(purlinId, sizeof purlinId, "PURLIN_ID=multiprocess-test-%d", (int)getpid());
   snprintf(size, sizeof size, "WORLD_SIZE=%d", n);
   pid_t pids[8];
-  double t0 = nowMs();
+  double t0 = testNowMs();
   for (int r = 0; r < n; ++r) {
     snprintf(ranks[r], sizeof ranks[r], "%d", r);
     snprintf(rankVars[r], sizeof rankVars[r], "RANK=%d", r);
@@ -500,7 +487,7 @@ static void onePerGpuCheck(int n, int fromEnv) {
   }
   printf("  %d processes, one per GPU, %s: every rank read every peer's heap: %s (%.0f ms)\n", n,
          fromEnv ? "purlinCommInitRankFromEnv" : "purlinCommInitRank", bad ? "FAILED" : "ok",
-         nowMs() - t0);
+         testNowMs() - t0);
 }
 
 /* --- Entry --------------------------------------------------------------------------------- */

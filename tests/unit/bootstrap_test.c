@@ -28,6 +28,7 @@
 #include "runtime/bootstrap.h"
 #include "runtime/errors.h"
 #include "tests/unit/check.h"
+#include "tests/unit/test_util.h"
 
 /* Short, so that the whole test takes a few seconds; the slack absorbs
  * scheduling noise on a loaded machine without hiding a missed deadline. */
@@ -35,21 +36,7 @@
 #define SLACK_MS 400
 #define MAX_PROCS 8
 
-static int openFds(void) {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  if (d == NULL) return -1;
-  for (struct dirent* e; (e = readdir(d)) != NULL;)
-    if (e->d_name[0] != '.') ++n;
-  closedir(d);
-  return n - 1; /* the directory stream itself */
-}
 
-static double nowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static void sleepMs(int ms) { poll(NULL, 0, ms); }
 
@@ -76,7 +63,7 @@ static void runProcs(const char* name, int nproc, roleFn role, const void* arg,
   purlinBootstrapId_t id;
   pid_t pids[MAX_PROCS];
   CHECK_EQ_INT(purlinBootstrapIdRandom(&id), purlinSuccess);
-  double t0 = nowMs();
+  double t0 = testNowMs();
   fflush(NULL);
   for (int w = 0; w < nproc; ++w) {
     pids[w] = fork();
@@ -89,9 +76,9 @@ static void runProcs(const char* name, int nproc, roleFn role, const void* arg,
       checkCount = 0;
       /* A hang must not hang the test: the parent sees SIGALRM instead. */
       alarm(20);
-      int before = openFds();
+      int before = testOpenFds();
       role(w, nproc, &id, arg);
-      int after = openFds();
+      int after = testOpenFds();
       CHECK_EQ_INT(after, before);
       if (checkFailures)
         fprintf(stderr, "  [%s] process %d: %d check(s) failed\n", name, w, checkFailures);
@@ -113,7 +100,7 @@ static void runProcs(const char* name, int nproc, roleFn role, const void* arg,
     CHECK_EQ_INT(WEXITSTATUS(status), want);
     bad += WEXITSTATUS(status) != want;
   }
-  printf("  %-52s %d process(es), %6.0f ms: %s\n", name, nproc, nowMs() - t0,
+  printf("  %-52s %d process(es), %6.0f ms: %s\n", name, nproc, testNowMs() - t0,
          bad ? "FAILED" : "ok");
 }
 
@@ -248,7 +235,7 @@ static void failRole(int who, int nproc, const purlinBootstrapId_t* baseId, cons
   if (plan->delayMs[who] > 0) sleepMs(plan->delayMs[who]);
   if (plan->uid[who] != 0) CHECK(setuid((uid_t)plan->uid[who]) == 0);
 
-  double t0 = nowMs();
+  double t0 = testNowMs();
   purlinBootstrap_t* b = NULL;
   purlinResult_t r = purlinBootstrapOpen(&b, &id, plan->rank[who], plan->nranks[who], TIMEOUT_MS);
   /* A failed open leaves no session behind. */
@@ -266,7 +253,7 @@ static void failRole(int who, int nproc, const purlinBootstrapId_t* baseId, cons
       CHECK_EQ_INT(all[q], 0x1000u * (uint64_t)q + (uint64_t)step);
     if (r == purlinSuccess && act == ACT_GATHER_EXIT) _exit(42);
   }
-  double elapsed = nowMs() - t0;
+  double elapsed = testNowMs() - t0;
   const char* msg = purlinThreadLastError();
   CHECK_EQ_INT(r, plan->expect[who]);
   if (plan->text[who] != NULL) CHECK_CONTAINS(msg, plan->text[who]);
@@ -355,16 +342,16 @@ static void noListenerRole(int who, int nproc, const purlinBootstrapId_t* id, co
   (void)nproc;
   (void)arg;
   purlinBootstrap_t* b = NULL;
-  double t0 = nowMs();
+  double t0 = testNowMs();
   CHECK_EQ_INT(purlinBootstrapOpen(&b, id, 1, 2, TIMEOUT_MS), purlinTimeout);
-  double elapsed = nowMs() - t0;
+  double elapsed = testNowMs() - t0;
   CHECK_CONTAINS(purlinThreadLastError(), "rank 0 did not listen");
   CHECK(b == NULL);
   CHECK(elapsed > TIMEOUT_MS - 50 && elapsed < TIMEOUT_MS + SLACK_MS);
 }
 
 int main(void) {
-  int fdsBefore = openFds();
+  int fdsBefore = testOpenFds();
   idAndArgumentChecks();
 
   printf("all-gathers that succeed:\n");
@@ -481,6 +468,6 @@ int main(void) {
   }
   runProcs("nobody listens at the id's name", 1, noListenerRole, NULL, NULL);
 
-  CHECK_EQ_INT(openFds(), fdsBefore);
+  CHECK_EQ_INT(testOpenFds(), fdsBefore);
   return CHECK_EXIT();
 }
