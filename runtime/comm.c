@@ -774,6 +774,12 @@ PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResul
                "the same counts, datatype and op in the same order",
                purlinGetErrorName(group->asyncError), (int)rec->rank, (int)rec->peer,
                (unsigned long long)rec->epoch, (unsigned long long)rec->detail);
+    else if (rec->what == PURLIN_ERROR_BAD_COUNTS)
+      snprintf(group->asyncMessage, sizeof group->asyncMessage,
+               "%s: rank %d read V counts from device memory in collective #%llu whose sum "
+               "overflows or exceeds 2^62 bytes; the communicator is aborted",
+               purlinGetErrorName(group->asyncError), (int)rec->rank,
+               (unsigned long long)rec->epoch);
     else
       snprintf(group->asyncMessage, sizeof group->asyncMessage,
                "%s: rank %d waited longer than timeoutMs for rank %d in collective #%llu; "

@@ -50,6 +50,13 @@ struct purlinComm {
   purlinConfig_t config;
   purlinHeapLayout_t layout;
   purlinDevComm_t* devComm; /* device address, at offset 0 of this rank's heap */
+  /* Facts the collectives' policy needs, filled by the first collective
+   * call (runtime/collectives.c). */
+  int collReady;
+  int cc;            /* compute capability, e.g. 90 */
+  int sms;           /* SMs of the rank's GPU */
+  int ranksOnDevice; /* ranks of the group on this rank's GPU */
+  int direct;        /* peers can read this rank's user buffers in place */
   char lastError[PURLIN_ERROR_MSG_MAX];
 };
 

@@ -6,7 +6,7 @@
 #include "runtime/errors.h"
 
 /* No padding: the struct is compared and copied as bytes by callers. */
-_Static_assert(sizeof(purlinConfig_t) == 2 * sizeof(size_t) + 4 * sizeof(int) + sizeof(size_t),
+_Static_assert(sizeof(purlinConfig_t) == 2 * sizeof(size_t) + 6 * sizeof(int) + sizeof(size_t),
                "purlinConfig_t has padding");
 
 static size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -43,6 +43,15 @@ purlinResult_t purlinConfigResolve(const purlinConfig_t* in, purlinConfig_t* out
   PURLIN_RETURN_IF(in->timeoutMs < 1 || in->timeoutMs > PURLIN_MAX_TIMEOUT_MS,
                    purlinInvalidArgument, "config->timeoutMs is %d, must be 1..%d",
                    in->timeoutMs, PURLIN_MAX_TIMEOUT_MS);
+  PURLIN_RETURN_IF(in->path != purlinPathAuto && in->path != purlinPathLatency &&
+                       in->path != purlinPathThroughput,
+                   purlinInvalidArgument,
+                   "config->path is %d, must be purlinPathAuto (0), purlinPathLatency (1) or "
+                   "purlinPathThroughput (2)",
+                   in->path);
+  PURLIN_RETURN_IF(in->collectiveCtas < 0 || in->collectiveCtas > PURLIN_MAX_COLLECTIVE_CTAS,
+                   purlinInvalidArgument, "config->collectiveCtas is %d, must be 0 (tuned) or 1..%d",
+                   in->collectiveCtas, PURLIN_MAX_COLLECTIVE_CTAS);
   *out = *in;
   out->latencyBufferBytes = roundUp(in->latencyBufferBytes, PURLIN_BUFFER_ROUND);
   out->throughputBufferBytes = roundUp(in->throughputBufferBytes, PURLIN_BUFFER_ROUND);

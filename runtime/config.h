@@ -19,6 +19,8 @@ extern "C" {
 #define PURLIN_MAX_LATENCY_BUFFER_BYTES ((size_t)1 << 30)
 #define PURLIN_MAX_THROUGHPUT_BUFFER_BYTES ((size_t)16 << 30)
 #define PURLIN_MAX_TIMEOUT_MS 3600000
+/* Upper bound of purlinConfig_t.collectiveCtas. */
+#define PURLIN_MAX_COLLECTIVE_CTAS 32
 
 /* Checks every field of `in` (NULL means the defaults) and writes the
  * effective configuration (buffer sizes rounded up) to `out`. On failure

@@ -131,7 +131,21 @@ typedef struct purlinConfig_t {
   /* Bytes of each half of a rank's throughput (pull) staging buffer. Rounded
    * up to 64 KiB. 64 KiB .. 16 GiB. */
   size_t throughputBufferBytes;
+  /* Which SNAC path collectives take: purlinPathAuto (the tuning policy
+   * chooses per call), purlinPathLatency or purlinPathThroughput (forced;
+   * for tests and benchmarks). A forced latency path refuses calls whose
+   * blocks exceed the latency buffer (purlinInvalidUsage). */
+  int path;
+  /* CTAs each rank's collective kernels use: 0 lets the tuning policy
+   * choose; 1..32 forces the count (tests use it to check that results do
+   * not depend on it). */
+  int collectiveCtas;
 } purlinConfig_t;
+
+/* Values of purlinConfig_t.path. */
+#define purlinPathAuto 0
+#define purlinPathLatency 1
+#define purlinPathThroughput 2
 
 #define PURLIN_CONFIG_INITIALIZER                                            \
   {                                                                          \
@@ -139,7 +153,9 @@ typedef struct purlinConfig_t {
         8,                 /* megakernelCtas */                              \
         10000,             /* timeoutMs */                                   \
         (size_t)2 << 20,   /* latencyBufferBytes: 2 MiB per half */          \
-        (size_t)256 << 20  /* throughputBufferBytes: 256 MiB per half */     \
+        (size_t)256 << 20, /* throughputBufferBytes: 256 MiB per half */     \
+        0,                 /* path: purlinPathAuto */                        \
+        0                  /* collectiveCtas: tuned */                       \
   }
 
 /* --- Version and errors -------------------------------------------------- */
@@ -346,6 +362,87 @@ PURLIN_API purlinResult_t purlinCommAbort(purlinComm_t comm);
  * Returns purlinInvalidArgument for a NULL or dead handle or NULL asyncError.
  */
 PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResult_t* asyncError);
+
+/* --- Collectives ---------------------------------------------------------
+ *
+ * Argument order and semantics follow NCCL. Every collective is
+ * stream-ordered on `stream` (a cudaStream_t) and capturable in CUDA Graphs:
+ * nothing inside synchronises with the host, and a captured call replays
+ * correctly any number of times. Every rank of the communicator must call
+ * the same collectives in the same order with matching counts, datatype and
+ * op; a mismatch is detected on the device and reported through
+ * purlinCommGetAsyncError (the communicator is then aborted), never a hang.
+ *
+ * Buffers are device memory of the rank's GPU (cudaMalloc, memory pools,
+ * managed memory). In place: AllReduce with sendbuff == recvbuff;
+ * AllGather(V) with sendbuff == recvbuff + (offset of this rank's block);
+ * ReduceScatter(V) with recvbuff == sendbuff + (offset of this rank's block).
+ * Other overlaps are refused (purlinInvalidUsage).
+ *
+ * Reductions are deterministic: every element is reduced over ranks
+ * 0, 1, ..., nranks-1 in that order (fp16/bf16/fp8 accumulate in fp32), so
+ * the same inputs give the same bits for every size, path, CTA count and
+ * placement of ranks on GPUs.
+ *
+ * Errors returned before anything is launched, with a message in
+ * purlinGetLastError(comm): purlinInvalidArgument (datatype, op, counts
+ * whose buffers exceed 2^62 bytes, NULL or host buffers holding data, NULL
+ * counts), purlinInvalidUsage (bad overlap, forced latency path too small),
+ * purlinAborted (the communicator was aborted), purlinUnhandledCudaError
+ * (the launch failed). */
+
+struct CUstream_st; /* cudaStream_t is struct CUstream_st* */
+
+/* recvbuff[i] = op over ranks r of sendbuff_r[i], i < count. */
+PURLIN_API purlinResult_t purlinAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                          purlinDataType_t datatype, purlinRedOp_t op,
+                                          purlinComm_t comm, struct CUstream_st* stream);
+
+/* recvbuff[r * sendcount + i] = sendbuff_r[i], i < sendcount. */
+PURLIN_API purlinResult_t purlinAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                          purlinDataType_t datatype, purlinComm_t comm,
+                                          struct CUstream_st* stream);
+
+/* recvbuff_r[i] = op over ranks q of sendbuff_q[r * recvcount + i]. */
+PURLIN_API purlinResult_t purlinReduceScatter(const void* sendbuff, void* recvbuff,
+                                              size_t recvcount, purlinDataType_t datatype,
+                                              purlinRedOp_t op, purlinComm_t comm,
+                                              struct CUstream_st* stream);
+
+/* recvbuff_d[s * count + i] = sendbuff_s[d * count + i]: `count` elements
+ * from every rank to every rank. */
+PURLIN_API purlinResult_t purlinAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                         purlinDataType_t datatype, purlinComm_t comm,
+                                         struct CUstream_st* stream);
+
+/* Variable-length forms. `counts` may live in host memory or in device
+ * memory (cudaMalloc, or managed): device counts are read by the GPU when
+ * the collective runs, so a kernel earlier on the stream may write them and
+ * a captured graph needs no host round trip. Every rank must pass the same
+ * counts. With device counts the host cannot see the sizes: the throughput
+ * path runs, buffers must hold what the counts say, and counts whose sum
+ * overflows are reported through purlinCommGetAsyncError.
+ *
+ * AllGatherV: rank r sends counts[r] elements; recvbuff receives the blocks
+ * of ranks 0..nranks-1 packed in rank order. */
+PURLIN_API purlinResult_t purlinAllGatherV(const void* sendbuff, void* recvbuff,
+                                           const size_t* counts, purlinDataType_t datatype,
+                                           purlinComm_t comm, struct CUstream_st* stream);
+
+/* ReduceScatterV: sendbuff holds nranks blocks packed in rank order, block
+ * r of counts[r] elements; rank r receives the reduction of block r. */
+PURLIN_API purlinResult_t purlinReduceScatterV(const void* sendbuff, void* recvbuff,
+                                               const size_t* counts, purlinDataType_t datatype,
+                                               purlinRedOp_t op, purlinComm_t comm,
+                                               struct CUstream_st* stream);
+
+/* AllToAllV: counts is an nranks x nranks matrix, counts[s * nranks + d]
+ * elements go from rank s to rank d. Rank s's sendbuff holds its blocks for
+ * d = 0..nranks-1 packed in order; rank d's recvbuff receives the blocks
+ * from s = 0..nranks-1 packed in order. */
+PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
+                                          const size_t* counts, purlinDataType_t datatype,
+                                          purlinComm_t comm, struct CUstream_st* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

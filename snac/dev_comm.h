@@ -50,6 +50,8 @@ typedef struct purlinErrorRecord_t {
 #define PURLIN_ABORT_DEVICE 2u /* a device-side error, see the record */
 #define PURLIN_ERROR_WAIT_PACKET 1u   /* timed out waiting for a peer's packet */
 #define PURLIN_ERROR_WAIT_MISMATCH 2u /* a peer runs a different collective */
+#define PURLIN_ERROR_WAIT_FLAG 3u     /* timed out waiting for a peer's flag */
+#define PURLIN_ERROR_BAD_COUNTS 4u    /* V counts in device memory overflow */
 
 PURLIN_STATIC_ASSERT(sizeof(purlinErrorRecord_t) == 40, "purlinErrorRecord_t layout changed");
 PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come first");
@@ -57,6 +59,16 @@ PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come
 /* Control-region words after the context (offsets in the heap). */
 #define PURLIN_CTRL_EPOCH_OFFSET 4096u /* uint64_t: epochs completed by eager kernels */
 #define PURLIN_CTRL_DONE_OFFSET 4160u  /* uint32_t: CTAs of the running kernel that finished */
+#define PURLIN_CTRL_CLAIM_OFFSET 4224u /* uint32_t of rank 0: the device writing the error record */
+/* Throughput-path flags, uint64_t [PURLIN_DEV_MAX_RANKS peers][PURLIN_DEV_MAX_RANKS CTAs] each,
+ * indexed (peer * PURLIN_DEV_MAX_RANKS + cta): in a consumer's heap, READY (the peer staged a
+ * round) and REDUCED (the peer's AllReduce chunk is final); in a producer's heap, CONSUMED (the
+ * peer finished reading a round) and DONE (the peer finished reading its buffers). */
+#define PURLIN_CTRL_TP_READY_OFFSET 16384u
+#define PURLIN_CTRL_TP_REDUCED_OFFSET 24576u
+#define PURLIN_CTRL_TP_CONSUMED_OFFSET 32768u
+#define PURLIN_CTRL_TP_DONE_OFFSET 40960u
+#define PURLIN_CTRL_TP_FLAGS_END 49152u
 
 typedef struct purlinDevComm_t {
   uint64_t magic;            /* PURLIN_DEV_COMM_MAGIC once initialised */
@@ -77,6 +89,10 @@ PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) == 72 + 8 * PURLIN_DEV_MAX_RANKS,
                      "purlinDevComm_t layout changed");
 PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, abortWord) == 56, "abortWord offset");
 PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, peerHeap) == 72, "peerHeap offset");
+PURLIN_STATIC_ASSERT(PURLIN_CTRL_TP_READY_OFFSET + 4 * 8 * PURLIN_DEV_MAX_RANKS * PURLIN_DEV_MAX_RANKS ==
+                         PURLIN_CTRL_TP_FLAGS_END &&
+                         PURLIN_CTRL_TP_FLAGS_END <= PURLIN_HEAP_CONTROL_BYTES,
+                     "throughput flags must fit in the control region");
 PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) <= PURLIN_HEAP_CONTROL_BYTES,
                      "purlinDevComm_t must fit in the control region");
 

@@ -240,6 +240,32 @@ PURLIN_SNAC_HD uint64_t purlinLayoutMaxBufferCount(const purlinLayout_t* l) {
   return worst;
 }
 
+/* A 64-bit summary of a call -- collective, datatype, op, counts -- that
+ * every rank of a correct program computes identically (from host or device
+ * counts alike). The top byte keeps the collective so that a mismatch
+ * message can name it. FNV-1a over the fields' bytes. */
+PURLIN_SNAC_HD uint64_t purlinLayoutMix(uint64_t h, uint64_t x) {
+  for (int k = 0; k < 8; ++k) {
+    h ^= (x >> (8 * k)) & 0xffu;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+PURLIN_SNAC_HD uint64_t purlinLayoutDescriptor(const purlinLayout_t* l, int dtype, int op) {
+  uint64_t h = 1469598103934665603ull;
+  h = purlinLayoutMix(h, (uint64_t)dtype);
+  h = purlinLayoutMix(h, (uint64_t)op);
+  h = purlinLayoutMix(h, (uint64_t)l->nranks);
+  h = purlinLayoutMix(h, l->count);
+  if (purlinCollIsV(l->coll)) {
+    int k = l->coll == purlinCollAllToAllV ? l->nranks * l->nranks : l->nranks;
+    for (int i = 0; i < k; ++i) h = purlinLayoutMix(h, l->counts[i]);
+  }
+  /* Bit 55 stays clear for the path (snac/tp.h). */
+  return (h & 0x007fffffffffffffull) | ((uint64_t)l->coll << 56);
+}
+
 /* The throughput path moves a block through staging slots of `slotBytes`:
  * the number of chunks, and chunk i's byte range. */
 PURLIN_SNAC_HD uint64_t purlinChunkCount(uint64_t bytes, uint64_t slotBytes) {

@@ -35,9 +35,6 @@ extern "C" {
 PURLIN_STATIC_ASSERT(PURLIN_CTRL_COUNTS_OFFSET + 8 * PURLIN_CTRL_COUNTS_MAX <=
                          PURLIN_HEAP_CONTROL_BYTES,
                      "V counts must fit in the control region");
-/* Word of rank 0's control region that the first device to report an error
- * claims, so that one rank writes the error record. */
-#define PURLIN_CTRL_CLAIM_OFFSET 4224u
 
 /* One collective on one rank. */
 typedef struct purlinLLArgs_t {

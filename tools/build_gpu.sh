@@ -3,8 +3,8 @@
 # binaries in .gpu/ (git-ignored), so that a GPU machine without Bazel can run
 # them all with tools/run_gpu.sh (examples are staged in .gpu/examples for
 # launcher runs by hand). With the device tool:
-#   tools/build_gpu.sh            # here
-#   run: tools/run_gpu.sh, carry [".gpu"]   # there; summary printed last
+#   tools/build_gpu.sh [--config=gpu]   # here (--config=gpu: sm_90 only, faster)
+#   run: tools/unpack_gpu.sh && tools/run_gpu.sh, carry [".gpupack"]   # there
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
@@ -12,7 +12,7 @@ tests=$(bazel query --noshow_progress 'kind(cc_test, tests(//...))')
 benches=$(bazel query --noshow_progress 'kind(cc_binary, //bench/...)')
 examples=$(bazel query --noshow_progress 'kind(cc_binary, //examples/...)')
 # shellcheck disable=SC2086
-bazel build --noshow_progress $tests $benches $examples
+bazel build --noshow_progress "$@" $tests $benches $examples
 
 rm -rf .gpu
 mkdir -p .gpu/tests .gpu/bench .gpu/examples
@@ -27,3 +27,11 @@ for e in $examples; do stage "$e" .gpu/examples; done
 git rev-parse --short HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- . || echo "+uncommitted" >> .gpu/COMMIT
 echo "staged $(ls .gpu/tests | wc -l) tests and $(ls .gpu/bench | wc -l) benchmarks in .gpu/ ($(du -sh .gpu | cut -f1))"
+# The binaries share most of their bytes (each links the library's device
+# code): one xz archive whose 64 MiB dictionary spans several binaries
+# carries them all in ~9 MB (the device tool's carry limit is 64 MiB).
+# Unpack on the GPU machine with tools/unpack_gpu.sh (xz, or Python's lzma).
+rm -rf .gpupack
+mkdir -p .gpupack
+tar -C .gpu -cf - . | xz -T1 --lzma2=preset=1,dict=64MiB > .gpupack/gpu.tar.xz
+echo "packed .gpu in .gpupack/gpu.tar.xz ($(du -sh .gpupack/gpu.tar.xz | cut -f1))"

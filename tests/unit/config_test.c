@@ -73,6 +73,23 @@ int main(void) {
     c.throughputBufferBytes = badThroughput[i];
     expectRejected(&c, "config->throughputBufferBytes");
   }
+  const int badPath[] = {-1, 3, 100};
+  for (size_t i = 0; i < sizeof badPath / sizeof badPath[0]; ++i) {
+    c = def;
+    c.path = badPath[i];
+    expectRejected(&c, "config->path");
+  }
+  const int badCollCtas[] = {-1, PURLIN_MAX_COLLECTIVE_CTAS + 1};
+  for (size_t i = 0; i < sizeof badCollCtas / sizeof badCollCtas[0]; ++i) {
+    c = def;
+    c.collectiveCtas = badCollCtas[i];
+    expectRejected(&c, "config->collectiveCtas");
+  }
+  c = def;
+  c.path = purlinPathThroughput;
+  c.collectiveCtas = PURLIN_MAX_COLLECTIVE_CTAS;
+  CHECK_EQ_INT(purlinConfigResolve(&c, &out), purlinSuccess);
+  CHECK_EQ_INT(out.path, purlinPathThroughput);
   const int badTimeout[] = {0, -5, PURLIN_MAX_TIMEOUT_MS + 1};
   for (size_t i = 0; i < sizeof badTimeout / sizeof badTimeout[0]; ++i) {
     c = def;

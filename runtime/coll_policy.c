@@ -1,0 +1,71 @@
+/*
+ * coll_policy.c -- the collectives' tuning policy (coll_policy.h).
+ */
+#include "runtime/coll_policy.h"
+
+#include "runtime/errors.h"
+#include "snac/ll.h"
+#include "snac/tp.h"
+
+/* Latency path CTAs: one packet (8 payload bytes) per thread of the largest
+ * block. */
+#define LL_THREADS PURLIN_LL_THREADS
+#define LL_MAX_CTAS PURLIN_LL_MAX_CTAS
+/* Throughput path: one CTA per this many output bytes, at most 32, and at
+ * most the SMs of the GPU divided among the ranks that share it (every
+ * rank's CTAs must be resident at once, one per SM for the Hopper Atom's
+ * shared memory). */
+#define TP_BYTES_PER_CTA ((uint64_t)512 << 10)
+#define TP_MAX_CTAS PURLIN_TP_MAX_CTAS
+
+uint64_t purlinCollLatencyLimit(purlinCollective_t coll, int nranks) {
+  (void)nranks;
+  /* Initial crossover, to be replaced by bench/collectives' measurements:
+   * AllReduce runs one-shot on the latency path, so it stays there while
+   * the whole buffer is small. */
+  switch (coll) {
+    case purlinCollAllReduce: return (uint64_t)64 << 10;
+    default: return (uint64_t)32 << 10;
+  }
+}
+
+static int clampInt(uint64_t v, int lo, int hi) {
+  if (v < (uint64_t)lo) return lo;
+  if (v > (uint64_t)hi) return hi;
+  return (int)v;
+}
+
+purlinResult_t purlinCollPolicy(const purlinCollShape_t* s, purlinCollChoice_t* c) {
+  int fits = !s->deviceCounts && s->maxBlockBytes <= s->llCapacity;
+  if (s->forcedPath == purlinPathLatency) {
+    PURLIN_RETURN_IF(s->deviceCounts, purlinInvalidUsage,
+                     "the latency path is forced (config.path) but the counts are in device "
+                     "memory, so their sizes are unknown when the call is made");
+    PURLIN_RETURN_IF(!fits, purlinInvalidUsage,
+                     "the latency path is forced (config.path) but a block of %llu bytes exceeds "
+                     "its %llu bytes per peer (config.latencyBufferBytes / nranks)",
+                     (unsigned long long)s->maxBlockBytes, (unsigned long long)s->llCapacity);
+    c->path = purlinPathLatency;
+  } else if (s->forcedPath == purlinPathThroughput) {
+    c->path = purlinPathThroughput;
+  } else {
+    c->path = fits && s->maxBlockBytes <= purlinCollLatencyLimit(s->coll, s->nranks)
+                  ? purlinPathLatency
+                  : purlinPathThroughput;
+  }
+
+  int share = s->ranksOnDevice > 0 ? s->ranksOnDevice : 1;
+  int tpMax = clampInt((uint64_t)(s->sms / share), 1, TP_MAX_CTAS);
+  if (c->path == purlinPathLatency) {
+    uint64_t packets = (s->maxBlockBytes + 7) / 8;
+    c->ctas = s->forcedCtas > 0 ? clampInt((uint64_t)s->forcedCtas, 1, LL_MAX_CTAS)
+                                : clampInt((packets + LL_THREADS - 1) / LL_THREADS, 1, LL_MAX_CTAS);
+  } else if (s->forcedCtas > 0) {
+    c->ctas = clampInt((uint64_t)s->forcedCtas, 1, tpMax);
+  } else if (s->deviceCounts) {
+    c->ctas = tpMax;
+  } else {
+    c->ctas = clampInt((s->outBytes + TP_BYTES_PER_CTA - 1) / TP_BYTES_PER_CTA, 1, tpMax);
+  }
+  return purlinSuccess;
+}

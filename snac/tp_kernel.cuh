@@ -1,0 +1,343 @@
+/*
+ * tp_kernel.cuh -- the throughput path's kernel (see tp.h), a template over
+ * the Atom that moves the bytes. Included by one .cu per Atom, so the three
+ * Atoms' instantiations compile in parallel.
+ *
+ * CTA b of every rank owns slice b (purlinAtomSlice) of every block and
+ * talks only to the CTAs b of the other ranks, through flags indexed
+ * (peer, b) in the control region (dev_comm.h). Flag values are tags
+ * (epoch << 32 | round + 1): they only grow, so a wait for one is never
+ * satisfied by an earlier collective's flag.
+ */
+#ifndef PURLIN_SNAC_TP_KERNEL_CUH_
+#define PURLIN_SNAC_TP_KERNEL_CUH_
+
+#include "atoms/atoms.cuh"
+#include "snac/tp.h"
+#include "snac/wait.cuh"
+
+struct purlinTPParams_t {
+  purlinTPArgs_t a;
+  uint64_t counts[PURLIN_TP_MAX_COUNTS]; /* V forms with host counts */
+};
+
+/* What one peer announced in its header. */
+struct TPPeer {
+  const char* send;
+  char* recv;
+  int direct;
+};
+
+struct TPShared {
+  uint64_t counts[PURLIN_TP_MAX_COUNTS];
+  TPPeer peer[PURLIN_DEV_MAX_RANKS];
+  purlinBlock_t in[PURLIN_DEV_MAX_RANKS]; /* block(s -> me) */
+  purlinBlock_t out[PURLIN_DEV_MAX_RANKS]; /* block(me -> d) */
+  unsigned long long maxCount;
+  uint64_t descriptor;
+  int anyStaged;
+};
+
+static __device__ __forceinline__ uint64_t tpTag(uint64_t epoch, uint64_t round) {
+  return (epoch << 32) | (round + 1);
+}
+
+static __device__ __forceinline__ uint64_t* tpFlag(const purlinDevComm_t* dc, int owner,
+                                                   uint32_t offset, int peer, int cta) {
+  return (uint64_t*)((char*)dc->peerHeap[owner] + offset) + peer * PURLIN_DEV_MAX_RANKS + cta;
+}
+
+/* CTA `cta`'s slice of a block, and its window `r` of `window` bytes (all
+ * of it when window is 0): element range [*begin, *begin + *n) of the
+ * block. */
+static __device__ __forceinline__ void tpWindow(uint64_t count, uint64_t eb, int cta, int ctas,
+                                                uint64_t window, uint64_t r, uint64_t* begin,
+                                                uint64_t* n) {
+  size_t b, len;
+  purlinAtomSlice(count, eb, cta, ctas, &b, &len);
+  if (window == 0) {
+    *begin = b;
+    *n = r == 0 ? len : 0;
+    return;
+  }
+  uint64_t w = window / eb, lo = r * w;
+  *begin = b + (lo < len ? lo : len);
+  *n = lo < len ? (len - lo < w ? len - lo : w) : 0;
+}
+
+template <typename A, bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
+__global__ void __launch_bounds__(PURLIN_TP_THREADS)
+    purlinTPKernel(const __grid_constant__ purlinTPParams_t p) {
+  extern __shared__ __align__(128) unsigned char atomSmem[];
+  __shared__ TPShared sh;
+  const purlinTPArgs_t& a = p.a;
+  purlinDevComm_t* dc = a.devComm;
+  const int me = dc->rank, n = dc->nranks;
+  const int tid = threadIdx.x, T = blockDim.x, b = blockIdx.x, C = gridDim.x;
+  const uint64_t epoch = snacEpochBegin(dc);
+  purlinLayout_t l = a.layout;
+  const uint64_t eb = l.elemBytes;
+  const bool isAR = l.coll == purlinCollAllReduce;
+  const bool isAG = l.coll == purlinCollAllGather || l.coll == purlinCollAllGatherV;
+  SnacState st;
+
+  /* Counts (V forms), then the descriptor and the blocks of this rank. */
+  if (purlinCollIsV(l.coll)) {
+    int k = l.coll == purlinCollAllToAllV ? n * n : n;
+    const uint64_t* src = a.deviceCounts != NULL ? a.deviceCounts : p.counts;
+    for (int i = tid; i < k; i += T) sh.counts[i] = src[i];
+    l.counts = sh.counts;
+  }
+  if (tid == 0) {
+    sh.maxCount = 0;
+    sh.anyStaged = 0;
+    sh.descriptor = a.descriptor;
+  }
+  __syncthreads();
+  if (a.deviceCounts != NULL && tid == 0)
+    sh.descriptor = purlinLayoutDescriptor(&l, (int)a.dtype, (int)a.op) | PURLIN_TP_DESCRIPTOR_BIT;
+  __syncthreads();
+  snacInit(&st, dc, epoch, sh.descriptor);
+  if (a.deviceCounts != NULL && tid == 0 && purlinLayoutMaxBufferCount(&l) == UINT64_MAX)
+    snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_COUNTS, me, 0);
+  if (__syncthreads_or(st.failed)) {
+    snacEpochEnd(dc, epoch);
+    return;
+  }
+  if (tid < n) {
+    if (isAR) {
+      /* Owner chunks: in[s] is chunk s (what s owns), out[d] chunk d. */
+      purlinLayoutOwnerRange(l.count, l.elemBytes, n, tid, &sh.in[tid].srcOffset,
+                             &sh.in[tid].count);
+      sh.in[tid].dstOffset = sh.in[tid].srcOffset;
+      sh.out[tid] = sh.in[tid];
+    } else {
+      purlinLayoutBlock(&l, tid, me, &sh.in[tid]);
+      purlinLayoutBlock(&l, me, tid, &sh.out[tid]);
+    }
+  }
+  /* The largest block of any pair bounds the rounds, identically on every
+   * rank. */
+  for (int i = tid; i < n * n; i += T) {
+    purlinBlock_t x;
+    if (isAR) {
+      purlinLayoutOwnerRange(l.count, l.elemBytes, n, i % n, &x.srcOffset, &x.count);
+    } else {
+      purlinLayoutBlock(&l, i / n, i % n, &x);
+    }
+    atomicMax(&sh.maxCount, (unsigned long long)x.count);
+  }
+
+  /* Header: announce the call to every peer; read theirs. */
+  if (b == 0 && tid < n && tid != me) {
+    uint64_t* r = snacPeerRegion(&st, tid);
+    const uint32_t flag = (uint32_t)epoch;
+    snacPacketStore(r + 2, (uint64_t)a.direct, flag);
+    snacPacketStore(r + 4, (uint64_t)(uintptr_t)a.sendbuff, flag);
+    snacPacketStore(r + 6, (uint64_t)(uintptr_t)a.recvbuff, flag);
+    /* The descriptor last: whoever sees it sees a complete header (each
+     * packet is waited for anyway). */
+    snacPacketStore(r, st.descriptor, flag);
+  }
+  if (tid < n) {
+    TPPeer pe;
+    if (tid == me) {
+      pe.send = (const char*)a.sendbuff;
+      pe.recv = (char*)a.recvbuff;
+      pe.direct = a.direct;
+    } else {
+      const uint64_t* h = snacHeader(&st, tid);
+      uint64_t desc = 0, direct = 0, send = 0, recv = 0;
+      if (snacWaitPacket(&st, h, tid, snacPacketLoad(h), &desc) && desc != st.descriptor)
+        snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, tid, desc);
+      if (!st.failed) {
+        snacWaitPacket(&st, h + 2, tid, snacPacketLoad(h + 2), &direct);
+        snacWaitPacket(&st, h + 4, tid, snacPacketLoad(h + 4), &send);
+        snacWaitPacket(&st, h + 6, tid, snacPacketLoad(h + 6), &recv);
+      }
+      pe.send = (const char*)(uintptr_t)send;
+      pe.recv = (char*)(uintptr_t)recv;
+      pe.direct = (int)direct;
+    }
+    sh.peer[tid] = pe;
+    if (!pe.direct) atomicOr(&sh.anyStaged, 1);
+  }
+  if (__syncthreads_or(st.failed)) {
+    snacEpochEnd(dc, epoch);
+    return;
+  }
+
+  /* Rounds: one when every rank is direct, else enough windows of
+   * windowBytes for CTA b's slice of the largest block. */
+  const uint64_t W = sh.anyStaged ? a.windowBytes : 0;
+  uint64_t rounds = 1;
+  if (W != 0) {
+    size_t sb, sl;
+    purlinAtomSlice(sh.maxCount, eb, 0, C, &sb, &sl); /* slice 0 is the largest */
+    rounds = (sl * eb + W - 1) / W;
+    if (rounds == 0) rounds = 1;
+  }
+  const int parts = isAG ? 1 : (isAR ? n + 1 : n);
+  const uint64_t half = epoch & 1u;
+  /* Part `part` of slot `slot` of CTA b in rank `owner`'s staging. */
+#define TP_STAGE(owner, slot, part)                                                         \
+  ((char*)dc->peerHeap[owner] + dc->throughputOffset + half * dc->throughputBytes +        \
+   (((uint64_t)b * PURLIN_TP_SLOTS + (slot)) * parts + (part)) * W)
+
+  char* const recv = (char*)a.recvbuff;
+  const char* const send = (const char*)a.sendbuff;
+
+  /* This rank's own block of a copy collective: straight from input to
+   * output (nothing to do in place). */
+  if (!REDUCE && !isAR) {
+    uint64_t o0, on;
+    tpWindow(sh.in[me].count, eb, b, C, 0, 0, &o0, &on);
+    const char* src = send + (sh.in[me].srcOffset + o0) * eb;
+    char* dst = recv + (sh.in[me].dstOffset + o0) * eb;
+    if (on != 0 && src != dst) A::copy(dst, src, on * eb, tid, T, atomSmem);
+    __syncthreads();
+  }
+
+  for (uint64_t r = 0; r < rounds && !st.failed; ++r) {
+    const int slot = (int)(r % PURLIN_TP_SLOTS);
+    /* Stage: wait until every consumer released this slot, copy this
+     * round's windows into it, raise READY at every peer. */
+    if (!a.direct) {
+      if (r >= PURLIN_TP_SLOTS && tid < n && tid != me)
+        snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_CONSUMED_OFFSET, tid, b),
+                     tpTag(epoch, r - PURLIN_TP_SLOTS), tid);
+      if (__syncthreads_or(st.failed)) break;
+      if (isAG) {
+        uint64_t w0, wn;
+        tpWindow(sh.out[me].count, eb, b, C, W, r, &w0, &wn);
+        if (wn != 0)
+          A::copy(TP_STAGE(me, slot, 0), send + (sh.out[me].srcOffset + w0) * eb, wn * eb, tid,
+                  T, atomSmem);
+        __syncthreads();
+      } else {
+        for (int d = 0; d < n; ++d) {
+          if (d == me) continue;
+          uint64_t w0, wn;
+          tpWindow(sh.out[d].count, eb, b, C, W, r, &w0, &wn);
+          if (wn != 0)
+            A::copy(TP_STAGE(me, slot, d), send + (sh.out[d].srcOffset + w0) * eb, wn * eb, tid,
+                    T, atomSmem);
+          __syncthreads();
+        }
+      }
+      __threadfence_system();
+      __syncthreads();
+      if (tid < n && tid != me)
+        snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_READY_OFFSET, me, b), tpTag(epoch, r));
+    }
+
+    /* Consume: wait for the staged peers' READY. */
+    if (tid < n && tid != me && !sh.peer[tid].direct)
+      snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_READY_OFFSET, tid, b), tpTag(epoch, r),
+                   tid);
+    if (__syncthreads_or(st.failed)) break;
+
+    if (REDUCE || isAR) {
+      /* Reduce this rank's block (ReduceScatter) or owner chunk (AllReduce)
+       * over ranks 0..n-1 in order. */
+      const void* srcs[PURLIN_DEV_MAX_RANKS];
+      void* dsts[2];
+      uint64_t w0, wn;
+      tpWindow(sh.in[me].count, eb, b, C, W, r, &w0, &wn);
+      for (int s = 0; s < n; ++s) {
+        /* This rank's block (owner chunk) sits at the same offset of every
+         * rank's input. */
+        if (s == me || sh.peer[s].direct)
+          srcs[s] = (s == me ? send : sh.peer[s].send) + (sh.in[me].srcOffset + w0) * eb;
+        else
+          srcs[s] = TP_STAGE(s, slot, me);
+      }
+      int ndst = 0;
+      dsts[ndst++] = recv + (sh.in[me].dstOffset + w0) * eb;
+      if (isAR && !a.direct) dsts[ndst++] = TP_STAGE(me, slot, n);
+      if (wn != 0) A::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, atomSmem);
+      __syncthreads();
+
+      if (isAR) {
+        /* AllGather phase: announce this round's chunk, copy the peers'. */
+        __threadfence_system();
+        __syncthreads();
+        if (tid < n && tid != me)
+          snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_REDUCED_OFFSET, me, b), tpTag(epoch, r));
+        if (tid < n && tid != me)
+          snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_REDUCED_OFFSET, tid, b),
+                       tpTag(epoch, r), tid);
+        if (__syncthreads_or(st.failed)) break;
+        for (int k = 1; k < n; ++k) {
+          int s = (me + k) % n;
+          uint64_t c0, cn;
+          tpWindow(sh.in[s].count, eb, b, C, W, r, &c0, &cn);
+          const char* src = sh.peer[s].direct ? sh.peer[s].recv + (sh.in[s].dstOffset + c0) * eb
+                                              : TP_STAGE(s, slot, n);
+          if (cn != 0) A::copy(recv + (sh.in[s].dstOffset + c0) * eb, src, cn * eb, tid, T,
+                               atomSmem);
+          __syncthreads();
+        }
+      }
+    } else {
+      for (int k = 1; k < n; ++k) {
+        int s = (me + n - k) % n;
+        uint64_t w0, wn;
+        tpWindow(sh.in[s].count, eb, b, C, W, r, &w0, &wn);
+        const char* src = sh.peer[s].direct ? sh.peer[s].send + (sh.in[s].srcOffset + w0) * eb
+                                            : TP_STAGE(s, slot, isAG ? 0 : me);
+        if (wn != 0)
+          A::copy(recv + (sh.in[s].dstOffset + w0) * eb, src, wn * eb, tid, T, atomSmem);
+        __syncthreads();
+      }
+    }
+
+    /* Release: this round's slots of the staged peers are read. */
+    __syncthreads();
+    if (tid < n && tid != me && !sh.peer[tid].direct)
+      snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_CONSUMED_OFFSET, me, b), tpTag(epoch, r));
+  }
+#undef TP_STAGE
+
+  /* Direct ranks keep their buffers until every peer has read them: tell
+   * each direct peer this CTA is done with it, wait for the peers that read
+   * this rank. */
+  __syncthreads();
+  if (!st.failed) {
+    if (tid < n && tid != me && sh.peer[tid].direct)
+      snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_DONE_OFFSET, me, b), tpTag(epoch, 0));
+    if (a.direct && tid < n && tid != me)
+      snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_DONE_OFFSET, tid, b), tpTag(epoch, 0), tid);
+  }
+  snacEpochEnd(dc, epoch);
+}
+
+template <typename A>
+struct TPLaunch {
+  const purlinTPParams_t* p;
+  int ctas;
+  cudaStream_t stream;
+  cudaError_t err;
+  template <purlinDataType_t D, purlinRedOp_t O>
+  void run() {
+    if (purlinCollReduces(p->a.layout.coll)) go<true, D, O>();
+    else go<false, purlinFloat32, purlinSum>();
+  }
+  template <bool R, purlinDataType_t D, purlinRedOp_t O>
+  void go() {
+    void (*k)(const purlinTPParams_t) = purlinTPKernel<A, R, D, O>;
+    err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, A::smemBytes);
+    if (err != cudaSuccess) return;
+    k<<<ctas, PURLIN_TP_THREADS, A::smemBytes, stream>>>(*p);
+    err = cudaGetLastError();
+  }
+};
+
+template <typename A>
+static cudaError_t purlinTPLaunchWith(const purlinTPParams_t* p, int ctas, cudaStream_t stream) {
+  TPLaunch<A> l = {p, ctas, stream, cudaSuccess};
+  if (!purlinDispatchDtypeOp(p->a.dtype, p->a.op, l)) return cudaErrorInvalidValue;
+  return l.err;
+}
+
+#endif /* PURLIN_SNAC_TP_KERNEL_CUH_ */

@@ -1,0 +1,230 @@
+/*
+ * wait.cuh -- the bounded waits and the error report that every SNAC path
+ * shares (DESIGN.md section 6). A wait polls its word; every 1024 tries it
+ * also reads the group's abort word (host memory, a PCIe round trip away,
+ * so never on every try) and %globaltimer. A wait that exceeds the
+ * communicator's timeout, or a peer that runs a different collective, is
+ * recorded once for the whole group and raises the abort word; every CTA
+ * of every rank then leaves its loops. Nothing traps: the process and its
+ * CUDA context stay usable.
+ */
+#ifndef PURLIN_SNAC_WAIT_CUH_
+#define PURLIN_SNAC_WAIT_CUH_
+
+#include <cuda/atomic>
+#include <stdint.h>
+
+#include "runtime/purlin.h"
+#include "snac/dev_comm.h"
+
+/* One thread's view of the collective it runs. */
+struct SnacState {
+  purlinDevComm_t* dc;
+  volatile purlinErrorRecord_t* rec;
+  uint64_t epoch;
+  uint64_t timeoutNs;
+  /* Where peer p's header packet for this collective lands in this rank's
+   * latency buffer: headers + p * regionBytes (see snacHeader). */
+  const char* headers;
+  uint64_t regionBytes;
+  uint64_t descriptor;
+  bool failed; /* this thread saw the abort word or raised an error */
+};
+
+/* Packets of the latency path: two (4-byte payload, 4-byte flag) words
+ * written by one 16-byte volatile store; each 8-byte half is written whole,
+ * so a half whose flag matches carries its payload. Pairs with
+ * snacPacketLoad on the consumer. */
+static __device__ __forceinline__ void snacPacketStore(uint64_t* p, uint64_t v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+               "r"((uint32_t)v), "r"(flag), "r"((uint32_t)(v >> 32)), "r"(flag)
+               : "memory");
+}
+
+/* A packet as loaded: complete when both flags carry the collective's. */
+struct SnacPacket {
+  uint32_t w[4];
+  __device__ __forceinline__ bool ready(uint32_t flag) const {
+    return w[1] == flag && w[3] == flag;
+  }
+  __device__ __forceinline__ uint64_t value() const {
+    return (uint64_t)w[0] | ((uint64_t)w[2] << 32);
+  }
+};
+
+/* One volatile 16-byte load; callers issue several before testing any, so
+ * that their latencies overlap. */
+static __device__ __forceinline__ SnacPacket snacPacketLoad(const uint64_t* p) {
+  SnacPacket k;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(k.w[0]), "=r"(k.w[1]), "=r"(k.w[2]), "=r"(k.w[3])
+               : "l"(p)
+               : "memory");
+  return k;
+}
+
+/* The latency-buffer region that `src` pushes into on rank `owner`, for a
+ * collective of `epoch` (its half), as mapped on this rank. */
+static __device__ __forceinline__ uint64_t* snacRegion(const purlinDevComm_t* dc, int owner,
+                                                       int src, uint64_t epoch) {
+  uint64_t regionBytes = (dc->latencyBytes / (uint64_t)dc->nranks) & ~(uint64_t)15;
+  return (uint64_t*)((char*)dc->peerHeap[owner] + dc->latencyOffset +
+                     (epoch & 1u) * dc->latencyBytes + (uint64_t)src * regionBytes);
+}
+
+static __device__ __forceinline__ uint64_t snacGlobalTimerNs(void) {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+static __device__ __forceinline__ void snacInit(SnacState* st, purlinDevComm_t* dc,
+                                                uint64_t epoch, uint64_t descriptor) {
+  st->dc = dc;
+  st->rec = (volatile purlinErrorRecord_t*)dc->abortWord;
+  st->epoch = epoch;
+  st->timeoutNs = (uint64_t)dc->timeoutMs * 1000000ull;
+  st->headers = (const char*)snacRegion(dc, dc->rank, 0, epoch);
+  st->regionBytes = (dc->latencyBytes / (uint64_t)dc->nranks) & ~(uint64_t)15;
+  st->descriptor = descriptor;
+  st->failed = false;
+}
+
+/* The region this rank pushes into on rank `owner` for this collective
+ * (snacRegion without the division). */
+static __device__ __forceinline__ uint64_t* snacPeerRegion(const SnacState* st, int owner) {
+  const purlinDevComm_t* dc = st->dc;
+  return (uint64_t*)((char*)dc->peerHeap[owner] + dc->latencyOffset +
+                     (st->epoch & 1u) * dc->latencyBytes + (uint64_t)dc->rank * st->regionBytes);
+}
+
+/* Peer p's header packet for this collective in this rank's latency buffer:
+ * packet 0 of p's region, carrying p's descriptor of the call. */
+static __device__ __forceinline__ const uint64_t* snacHeader(const SnacState* st, int p) {
+  return (const uint64_t*)(st->headers + (uint64_t)p * st->regionBytes);
+}
+
+/* Records the first device-side error of the group and raises the abort
+ * word. The claim word lives in rank 0's heap so that exactly one rank of
+ * the group writes the record. */
+static __device__ void snacRaise(SnacState* st, uint32_t code, uint32_t what, int peer,
+                                 uint64_t detail) {
+  unsigned int* claim = (unsigned int*)((char*)st->dc->peerHeap[0] + PURLIN_CTRL_CLAIM_OFFSET);
+  if (atomicCAS_system(claim, 0u, 1u) == 0u) {
+    st->rec->code = code;
+    st->rec->what = what;
+    st->rec->rank = st->dc->rank;
+    st->rec->peer = peer;
+    st->rec->epoch = st->epoch;
+    st->rec->detail = detail;
+    st->rec->claimed = 1u;
+    /* The record before the abort word: the host reads the word with
+     * acquire, then the record (purlinCommGetAsyncError). */
+    __threadfence_system();
+  }
+  st->rec->abort = PURLIN_ABORT_DEVICE;
+  __threadfence_system();
+  st->failed = true;
+}
+
+/* The slow part of every wait, run every 1024 tries: false when the group
+ * is aborted, `peer` runs another collective, or this wait has run past the
+ * timeout (each but the first reported here). */
+/* Whether `p` is a peer whose header for this collective has arrived with
+ * a different descriptor (it runs another collective, or other counts);
+ * reports it. */
+static __device__ bool snacPeerMismatch(SnacState* st, int p) {
+  SnacPacket h = snacPacketLoad(snacHeader(st, p));
+  if (!h.ready((uint32_t)st->epoch) || h.value() == st->descriptor) return false;
+  snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, p, h.value());
+  return true;
+}
+
+static __device__ bool snacStillWaiting(SnacState* st, uint64_t* start, int peer, uint32_t what,
+                                        uint64_t seen) {
+  if (st->rec->abort != 0) {
+    st->failed = true;
+    return false;
+  }
+  /* A peer that runs another collective may never send what this wait
+   * needs: its header says so at once, without waiting for the timeout. */
+  if (peer >= 0 && peer != st->dc->rank && snacPeerMismatch(st, peer)) return false;
+  uint64_t now = snacGlobalTimerNs();
+  if (*start == 0) {
+    *start = now;
+  } else if (now - *start > st->timeoutNs) {
+    snacRaise(st, (uint32_t)purlinTimeout, what, peer, seen);
+    return false;
+  }
+  return true;
+}
+
+/* Waits until the 64-bit flag at `word` reaches `value` (acquire, system
+ * scope: the writer may be another GPU). Flags only grow, so a later value
+ * also satisfies the wait. */
+static __device__ bool snacWaitFlag(SnacState* st, uint64_t* word, uint64_t value, int peer) {
+  if (st->failed) return false;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*word);
+  uint64_t start = 0, seen = 0;
+  for (uint32_t spins = 1;; ++spins) {
+    seen = f.load(cuda::memory_order_acquire);
+    if (seen >= value) return true;
+    if ((spins & 1023u) == 0 &&
+        !snacStillWaiting(st, &start, peer, PURLIN_ERROR_WAIT_FLAG, seen))
+      return false;
+  }
+}
+
+/* Waits for packet `p` of `peer` with this collective's flag; *v gets its
+ * payload. `k` is a first load already issued by the caller. */
+static __device__ bool snacWaitPacket(SnacState* st, const uint64_t* p, int peer, SnacPacket k,
+                                      uint64_t* v) {
+  uint64_t start = 0;
+  for (uint32_t spins = 1;; ++spins) {
+    if (k.ready((uint32_t)st->epoch)) {
+      *v = k.value();
+      return true;
+    }
+    if (st->failed) return false;
+    if ((spins & 1023u) == 0 &&
+        !snacStillWaiting(st, &start, peer, PURLIN_ERROR_WAIT_PACKET, 0))
+      return false;
+    k = snacPacketLoad(p);
+  }
+}
+
+/* Raises a flag: `value` at `word` with release semantics at system scope,
+ * after the calling thread's earlier writes (and, after a __syncthreads,
+ * its CTA's). */
+static __device__ __forceinline__ void snacSetFlag(uint64_t* word, uint64_t value) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*word);
+  f.store(value, cuda::memory_order_release);
+}
+
+/* Epochs on the device (snac/layout.h): every CTA of a collective's kernel
+ * reads the count of collectives this rank completed; the last CTA to
+ * finish advances it, so the next kernel on the rank's stream sees it.
+ * Graph replays advance it too: the epoch never comes from the host. */
+static __device__ __forceinline__ uint64_t snacEpochBegin(const purlinDevComm_t* dc) {
+  const char* myHeap = (const char*)dc->peerHeap[dc->rank];
+  return *(volatile const uint64_t*)(myHeap + PURLIN_CTRL_EPOCH_OFFSET) + 1;
+}
+
+/* Called by every thread of every CTA at the end of the kernel. No fences:
+ * every CTA read the epoch before it got here (its value was used), and the
+ * next kernel on the stream sees this kernel's writes. A kernel of one CTA
+ * needs no count (measured: the atomic's round trip is most of the latency
+ * path's cost over a barrier; bench/ll_latency). */
+static __device__ __forceinline__ void snacEpochEnd(const purlinDevComm_t* dc, uint64_t epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    char* myHeap = (char*)dc->peerHeap[dc->rank];
+    unsigned int* done = (unsigned int*)(myHeap + PURLIN_CTRL_DONE_OFFSET);
+    if (gridDim.x == 1 || atomicAdd(done, 1u) == gridDim.x - 1) {
+      if (gridDim.x != 1) *done = 0;
+      *(volatile uint64_t*)(myHeap + PURLIN_CTRL_EPOCH_OFFSET) = epoch;
+    }
+  }
+}
+
+#endif /* PURLIN_SNAC_WAIT_CUH_ */
