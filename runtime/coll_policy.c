@@ -19,14 +19,16 @@
 #define TP_MAX_CTAS PURLIN_TP_MAX_CTAS
 
 uint64_t purlinCollLatencyLimit(purlinCollective_t coll, int nranks) {
+  (void)coll;
   (void)nranks;
-  /* Initial crossover, to be replaced by bench/collectives' measurements:
-   * AllReduce runs one-shot on the latency path, so it stays there while
-   * the whole buffer is small. */
-  switch (coll) {
-    case purlinCollAllReduce: return (uint64_t)64 << 10;
-    default: return (uint64_t)32 << 10;
-  }
+  /* bench/collectives on one H200, 8 ranks (bench/results/2026-11-30-h200-m3):
+   * the latency path beat the throughput path for every collective at every
+   * size it could hold with the default 2 MiB latency buffer (blocks up to
+   * 128 KiB): AllGather 512 KiB (64 KiB blocks) 20.8 us against 36.3,
+   * AllReduce 64 KiB 19.6 us against 33.9. Packets double the bytes moved,
+   * so a larger latency buffer does not make the path win at any size:
+   * blocks above 256 KiB take the throughput path. */
+  return (uint64_t)256 << 10;
 }
 
 static int clampInt(uint64_t v, int lo, int hi) {

@@ -74,7 +74,9 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
     uint64_t bytes = b.count * eb, P = (bytes + 7) / 8;
     uint64_t* r = snacPeerRegion(&st, d);
     const char* src = (const char*)a.sendbuff + b.srcOffset * eb;
-    if (g == 0) snacPacketStore(r, a.descriptor, flag);
+    /* Headers from the last threads of the grid, which small calls leave
+     * without data: they run beside the data pushes and waits. */
+    if (g == G - 1 - (uint64_t)d) snacPacketStore(r, a.descriptor, flag);
     for (uint64_t i = g; i < P; i += G) {
       uint64_t m = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
       snacPacketStore(r + 2 * (1 + i), load8(src + 8 * i, m), flag);
@@ -178,16 +180,16 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
     }
   }
 
-  /* Headers, last: by now they have arrived (each was pushed before its
-   * data), so this costs one load. A peer that sent less than this call
+  /* Headers, by the last threads of the grid (see the push): in small calls
+   * they wait beside the data, in large ones the headers arrived long ago. A peer that sent less than this call
    * expects was already caught inside the waits; this catches a peer that
    * sent more, or the same amount of another collective. */
-  if (g < (uint64_t)n && (int)g != me && !st.failed) {
+  const int hp = (int)(G - 1 - g); /* the peer whose header this thread checks */
+  if (G - 1 - g < (uint64_t)n && hp != me && !st.failed) {
     uint64_t desc;
-    if (snacWaitPacket(&st, snacHeader(&st, (int)g), (int)g, snacPacketLoad(snacHeader(&st, (int)g)),
-                       &desc) &&
+    if (snacWaitPacket(&st, snacHeader(&st, hp), hp, snacPacketLoad(snacHeader(&st, hp)), &desc) &&
         desc != a.descriptor)
-      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, (int)g, desc);
+      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, desc);
   }
 
   snacEpochEnd(dc, st.epoch);

@@ -65,6 +65,24 @@ static __device__ __forceinline__ void tpWindow(uint64_t count, uint64_t eb, int
   *n = lo < len ? (len - lo < w ? len - lo : w) : 0;
 }
 
+/* Pieces below this size go through the generic Atom, whose calls need no
+ * barrier between them, so one CTA's copies from several peers overlap;
+ * the pipelined Atoms pay a pipeline fill and a drain per call (measured:
+ * AllGather of 1 MiB over 8 ranks, bench/collectives). */
+#define TP_SMALL_BYTES ((uint64_t)32 << 10)
+
+template <typename A>
+static __device__ __forceinline__ void tpCopy(void* dst, const void* src, uint64_t bytes,
+                                              bool small, void* smem) {
+  if (bytes == 0) return;
+  if (small) {
+    purlinAtomGenericT::copy(dst, src, bytes, threadIdx.x, blockDim.x, smem);
+  } else {
+    A::copy(dst, src, bytes, threadIdx.x, blockDim.x, smem);
+    __syncthreads();
+  }
+}
+
 template <typename A, bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
 __global__ void __launch_bounds__(PURLIN_TP_THREADS)
     purlinTPKernel(const __grid_constant__ purlinTPParams_t p) {
@@ -148,12 +166,15 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
     } else {
       const uint64_t* h = snacHeader(&st, tid);
       uint64_t desc = 0, direct = 0, send = 0, recv = 0;
-      if (snacWaitPacket(&st, h, tid, snacPacketLoad(h), &desc) && desc != st.descriptor)
+      /* All four loads in flight before any wait. */
+      SnacPacket k0 = snacPacketLoad(h), k1 = snacPacketLoad(h + 2), k2 = snacPacketLoad(h + 4),
+                 k3 = snacPacketLoad(h + 6);
+      if (snacWaitPacket(&st, h, tid, k0, &desc) && desc != st.descriptor)
         snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, tid, desc);
       if (!st.failed) {
-        snacWaitPacket(&st, h + 2, tid, snacPacketLoad(h + 2), &direct);
-        snacWaitPacket(&st, h + 4, tid, snacPacketLoad(h + 4), &send);
-        snacWaitPacket(&st, h + 6, tid, snacPacketLoad(h + 6), &recv);
+        snacWaitPacket(&st, h + 2, tid, k1, &direct);
+        snacWaitPacket(&st, h + 4, tid, k2, &send);
+        snacWaitPacket(&st, h + 6, tid, k3, &recv);
       }
       pe.send = (const char*)(uintptr_t)send;
       pe.recv = (char*)(uintptr_t)recv;
@@ -194,8 +215,7 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
     tpWindow(sh.in[me].count, eb, b, C, 0, 0, &o0, &on);
     const char* src = send + (sh.in[me].srcOffset + o0) * eb;
     char* dst = recv + (sh.in[me].dstOffset + o0) * eb;
-    if (on != 0 && src != dst) A::copy(dst, src, on * eb, tid, T, atomSmem);
-    __syncthreads();
+    if (src != dst) tpCopy<A>(dst, src, on * eb, on * eb < TP_SMALL_BYTES, atomSmem);
   }
 
   for (uint64_t r = 0; r < rounds && !st.failed; ++r) {
@@ -210,21 +230,18 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
       if (isAG) {
         uint64_t w0, wn;
         tpWindow(sh.out[me].count, eb, b, C, W, r, &w0, &wn);
-        if (wn != 0)
-          A::copy(TP_STAGE(me, slot, 0), send + (sh.out[me].srcOffset + w0) * eb, wn * eb, tid,
-                  T, atomSmem);
-        __syncthreads();
+        tpCopy<A>(TP_STAGE(me, slot, 0), send + (sh.out[me].srcOffset + w0) * eb, wn * eb,
+                  wn * eb < TP_SMALL_BYTES, atomSmem);
       } else {
         for (int d = 0; d < n; ++d) {
           if (d == me) continue;
           uint64_t w0, wn;
           tpWindow(sh.out[d].count, eb, b, C, W, r, &w0, &wn);
-          if (wn != 0)
-            A::copy(TP_STAGE(me, slot, d), send + (sh.out[d].srcOffset + w0) * eb, wn * eb, tid,
-                    T, atomSmem);
-          __syncthreads();
+          tpCopy<A>(TP_STAGE(me, slot, d), send + (sh.out[d].srcOffset + w0) * eb, wn * eb,
+                    wn * eb < TP_SMALL_BYTES, atomSmem);
         }
       }
+      __syncthreads();
       __threadfence_system();
       __syncthreads();
       if (tid < n && tid != me)
@@ -255,12 +272,17 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
       int ndst = 0;
       dsts[ndst++] = recv + (sh.in[me].dstOffset + w0) * eb;
       if (isAR && !a.direct) dsts[ndst++] = TP_STAGE(me, slot, n);
-      if (wn != 0) A::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, atomSmem);
+      if (wn * eb < TP_SMALL_BYTES)
+        purlinAtomGenericT::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, atomSmem);
+      else
+        A::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, atomSmem);
       __syncthreads();
 
       if (isAR) {
-        /* AllGather phase: announce this round's chunk, copy the peers'. */
-        __threadfence_system();
+        /* AllGather phase: announce this round's chunk, copy the peers'.
+         * Direct ranks share one GPU: a GPU-scope fence orders the chunk. */
+        if (a.direct) __threadfence();
+        else __threadfence_system();
         __syncthreads();
         if (tid < n && tid != me)
           snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_REDUCED_OFFSET, me, b), tpTag(epoch, r));
@@ -268,27 +290,31 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
           snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_REDUCED_OFFSET, tid, b),
                        tpTag(epoch, r), tid);
         if (__syncthreads_or(st.failed)) break;
+        uint64_t m0, mn;
+        tpWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
+        const bool small = mn * eb < TP_SMALL_BYTES;
         for (int k = 1; k < n; ++k) {
           int s = (me + k) % n;
           uint64_t c0, cn;
           tpWindow(sh.in[s].count, eb, b, C, W, r, &c0, &cn);
           const char* src = sh.peer[s].direct ? sh.peer[s].recv + (sh.in[s].dstOffset + c0) * eb
                                               : TP_STAGE(s, slot, n);
-          if (cn != 0) A::copy(recv + (sh.in[s].dstOffset + c0) * eb, src, cn * eb, tid, T,
-                               atomSmem);
-          __syncthreads();
+          tpCopy<A>(recv + (sh.in[s].dstOffset + c0) * eb, src, cn * eb, small, atomSmem);
         }
       }
     } else {
+      /* One choice for every peer of the round, so that the CTA stays in
+       * step (the pipelined Atoms synchronise the CTA). */
+      uint64_t m0, mn;
+      tpWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
+      const bool small = mn * eb < TP_SMALL_BYTES;
       for (int k = 1; k < n; ++k) {
         int s = (me + n - k) % n;
         uint64_t w0, wn;
         tpWindow(sh.in[s].count, eb, b, C, W, r, &w0, &wn);
         const char* src = sh.peer[s].direct ? sh.peer[s].send + (sh.in[s].srcOffset + w0) * eb
                                             : TP_STAGE(s, slot, isAG ? 0 : me);
-        if (wn != 0)
-          A::copy(recv + (sh.in[s].dstOffset + w0) * eb, src, wn * eb, tid, T, atomSmem);
-        __syncthreads();
+        tpCopy<A>(recv + (sh.in[s].dstOffset + w0) * eb, src, wn * eb, small, atomSmem);
       }
     }
 

@@ -23,7 +23,8 @@ static purlinCollShape_t shape(purlinCollective_t coll, uint64_t block, uint64_t
   s.nranks = 8;
   s.maxBlockBytes = block;
   s.outBytes = out;
-  s.llCapacity = purlinLLBlockCapacity((uint64_t)2 << 20, 8);
+  /* A 64 MiB latency buffer: the tuned limit, not the buffer, decides. */
+  s.llCapacity = purlinLLBlockCapacity((uint64_t)64 << 20, 8);
   s.sms = 132;
   s.ranksOnDevice = 8;
   return s;
@@ -42,6 +43,12 @@ int main(void) {
     CHECK_EQ_INT(c.path, purlinPathThroughput);
     /* 8 ranks share 132 SMs: at most 16 CTAs each. */
     CHECK(c.ctas >= 1 && c.ctas <= 16);
+
+    /* Below the limit but beyond the latency buffer: throughput. */
+    s = shape((purlinCollective_t)coll, 4096, 4096 * 8);
+    s.llCapacity = 4095;
+    CHECK_EQ_INT(purlinCollPolicy(&s, &c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathThroughput);
 
     /* Forced latency: fits, or a message naming the limit. */
     s = shape((purlinCollective_t)coll, 1 << 30, 1 << 30);
