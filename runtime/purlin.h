@@ -138,7 +138,10 @@ typedef struct purlinConfig_t {
   int path;
   /* CTAs each rank's collective kernels use: 0 lets the tuning policy
    * choose; 1..32 forces the count (tests use it to check that results do
-   * not depend on it). */
+   * not depend on it), capped at 16 on the latency path and, on the
+   * throughput path, at the GPU's SMs divided among the ranks on it (all
+   * ranks' CTAs must be resident at once) and by what the staging buffer
+   * holds. */
   int collectiveCtas;
 } purlinConfig_t;
 
@@ -415,7 +418,8 @@ PURLIN_API purlinResult_t purlinAllToAll(const void* sendbuff, void* recvbuff, s
                                          purlinDataType_t datatype, purlinComm_t comm,
                                          struct CUstream_st* stream);
 
-/* Variable-length forms. `counts` may live in host memory or in device
+/* Variable-length forms. `counts` may live in host memory (pageable or
+ * pinned; read during the call, and free to change after it) or in device
  * memory (cudaMalloc, or managed): device counts are read by the GPU when
  * the collective runs, so a kernel earlier on the stream may write them and
  * a captured graph needs no host round trip. Every rank must pass the same
