@@ -84,7 +84,7 @@ static __device__ __forceinline__ void snacInit(SnacState* st, purlinDevComm_t* 
   st->rec = (volatile purlinErrorRecord_t*)dc->abortWord;
   st->epoch = epoch;
   st->timeoutNs = (uint64_t)dc->timeoutMs * 1000000ull;
-  st->headers = (const char*)snacRegion(dc, dc->rank, 0, epoch);
+  st->headers = (const char*)dc + dc->latencyOffset + (epoch & 1u) * dc->latencyBytes;
   st->regionBytes = (dc->latencyBytes / (uint64_t)dc->nranks) & ~(uint64_t)15;
   st->descriptor = descriptor;
   st->failed = false;
@@ -206,7 +206,8 @@ static __device__ __forceinline__ void snacSetFlag(uint64_t* word, uint64_t valu
  * finish advances it, so the next kernel on the rank's stream sees it.
  * Graph replays advance it too: the epoch never comes from the host. */
 static __device__ __forceinline__ uint64_t snacEpochBegin(const purlinDevComm_t* dc) {
-  const char* myHeap = (const char*)dc->peerHeap[dc->rank];
+  /* The context sits at offset 0 of this rank's heap: no load to find it. */
+  const char* myHeap = (const char*)dc;
   return *(volatile const uint64_t*)(myHeap + PURLIN_CTRL_EPOCH_OFFSET) + 1;
 }
 
@@ -218,7 +219,7 @@ static __device__ __forceinline__ uint64_t snacEpochBegin(const purlinDevComm_t*
 static __device__ __forceinline__ void snacEpochEnd(const purlinDevComm_t* dc, uint64_t epoch) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    char* myHeap = (char*)dc->peerHeap[dc->rank];
+    char* myHeap = (char*)dc;
     unsigned int* done = (unsigned int*)(myHeap + PURLIN_CTRL_DONE_OFFSET);
     if (gridDim.x == 1 || atomicAdd(done, 1u) == gridDim.x - 1) {
       if (gridDim.x != 1) *done = 0;

@@ -28,7 +28,14 @@ static inline int gpuTestDeviceCount(const char* test) {
 /* A 64-bit -> 32-bit hash (the MurmurHash3 finaliser): test inputs are a
  * function of (seed, rank or source, index), so expected outputs are
  * computed, never stored. */
-static inline uint32_t gpuTestMix(uint64_t x) {
+#ifdef __CUDACC__
+#define GPU_TEST_HD static __host__ __device__ __forceinline__
+#else
+#define GPU_TEST_HD static inline
+#endif
+
+/* Callable from device code too, so kernels compute expected values. */
+GPU_TEST_HD uint32_t gpuTestMix(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
