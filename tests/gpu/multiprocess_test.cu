@@ -16,10 +16,12 @@
  *    left allocated or open.
  * 3. One rank per process on one GPU: purlinCommInitRank and
  *    purlinCommInitRankFromEnv with one rank, the heap checked through the
- *    peer table; abort.
+ *    peer table, the collectives run and checked; abort.
  * 4. With several GPUs: one process per GPU (up to 8), by id and from the
  *    environment; every rank fills its heap and reads every peer's whole
- *    heap through its peer table, which holds its own mappings.
+ *    heap through its peer table, which holds its own mappings; then every
+ *    collective at sizes 0 .. 12 MiB (staged between processes), each
+ *    output element checked.
  */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
@@ -390,6 +392,102 @@ static void commCheck(purlinComm_t comm, int rank, int nranks, int device,
   GPU_CUDA_OK(cudaFreeHost(result));
 }
 
+/* Rank r's input element i of collective `tag`: computed, never stored, so
+ * every process knows every rank's inputs. */
+static uint32_t mpValue(int tag, int r, uint64_t i) {
+  return gpuTestMix(((uint64_t)tag << 56) ^ ((uint64_t)r << 40) ^ i) & 0xffffu;
+}
+
+/* Runs one collective (int32, sum) on this rank and compares every output
+ * element with the value the layout says, computed from mpValue. Returns
+ * the number of wrong elements. */
+static uint64_t mpRun(purlinComm_t comm, cudaStream_t stream, int tag, int coll, uint64_t c,
+                      int rank, int n) {
+  /* AllToAllV: rank s sends (s + 2 d + 1) * c / 4 elements to rank d. */
+  size_t counts[8 * 8];
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < n; ++d) counts[s * n + d] = (size_t)((s + 2 * d + 1) * c / 4);
+  uint64_t in = 0, out = 0;
+  switch (coll) {
+    case 0: in = out = c; break;                  /* AllReduce */
+    case 1: in = c, out = c * (uint64_t)n; break; /* AllGather */
+    case 2: in = c * (uint64_t)n, out = c; break; /* ReduceScatter */
+    case 3: in = out = c * (uint64_t)n; break;    /* AllToAll */
+    default:                                      /* AllToAllV */
+      for (int d = 0; d < n; ++d) in += counts[rank * n + d], out += counts[d * n + rank];
+  }
+  uint32_t *hin = (uint32_t*)malloc(in * 4 + 4), *hout = (uint32_t*)malloc(out * 4 + 4);
+  void *dsend = NULL, *drecv = NULL;
+  size_t* dcounts = NULL;
+  GPU_CUDA_OK(cudaMalloc(&dsend, in * 4 + 4));
+  GPU_CUDA_OK(cudaMalloc(&drecv, out * 4 + 4));
+  GPU_CUDA_OK(cudaMalloc((void**)&dcounts, sizeof counts));
+  GPU_CUDA_OK(cudaMemcpy(dcounts, counts, sizeof counts, cudaMemcpyHostToDevice));
+  for (uint64_t i = 0; i < in; ++i) hin[i] = mpValue(tag, rank, i);
+  GPU_CUDA_OK(cudaMemcpy(dsend, hin, in * 4, cudaMemcpyHostToDevice));
+  GPU_CUDA_OK(cudaMemset(drecv, 0xff, out * 4));
+  purlinResult_t r = purlinSuccess;
+  switch (coll) {
+    case 0: r = purlinAllReduce(dsend, drecv, c, purlinInt32, purlinSum, comm, stream); break;
+    case 1: r = purlinAllGather(dsend, drecv, c, purlinInt32, comm, stream); break;
+    case 2: r = purlinReduceScatter(dsend, drecv, c, purlinInt32, purlinSum, comm, stream); break;
+    case 3: r = purlinAllToAll(dsend, drecv, c, purlinInt32, comm, stream); break;
+    default: r = purlinAllToAllV(dsend, drecv, dcounts, purlinInt32, comm, stream); break;
+  }
+  if (r != purlinSuccess) fprintf(stderr, "  rank %d: %s\n", rank, purlinGetLastError(comm));
+  CHECK_EQ_INT(r, purlinSuccess);
+  GPU_CUDA_OK(cudaStreamSynchronize(stream));
+  purlinResult_t async = purlinSuccess;
+  GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &async));
+  if (async != purlinSuccess) fprintf(stderr, "  rank %d: %s\n", rank, purlinGetLastError(comm));
+  CHECK_EQ_INT(async, purlinSuccess);
+  GPU_CUDA_OK(cudaMemcpy(hout, drecv, out * 4, cudaMemcpyDeviceToHost));
+  uint64_t wrong = 0, first = UINT64_MAX;
+  uint64_t at = 0;
+  for (int s = 0; s < (coll == 0 || coll == 2 ? 1 : n); ++s) {
+    uint64_t m = coll == 4 ? counts[s * n + rank] : c;
+    uint64_t srcOff = 0;
+    if (coll == 3) srcOff = (uint64_t)rank * c;
+    if (coll == 4)
+      for (int d = 0; d < rank; ++d) srcOff += counts[s * n + d];
+    for (uint64_t i = 0; i < m; ++i, ++at) {
+      uint32_t expect = 0;
+      if (coll == 0 || coll == 2) {
+        for (int q = 0; q < n; ++q) expect += mpValue(tag, q, (coll == 2 ? (uint64_t)rank * c : 0) + i);
+      } else {
+        expect = mpValue(tag, s, srcOff + i);
+      }
+      if (hout[at] != expect && wrong++ == 0) first = at;
+    }
+  }
+  if (wrong != 0)
+    fprintf(stderr, "  rank %d collective %d count %llu: %llu wrong, first at %llu\n", rank, coll,
+            (unsigned long long)c, (unsigned long long)wrong, (unsigned long long)first);
+  free(hin);
+  free(hout);
+  GPU_CUDA_OK(cudaFree(dsend));
+  GPU_CUDA_OK(cudaFree(drecv));
+  GPU_CUDA_OK(cudaFree(dcounts));
+  return wrong;
+}
+
+/* The collectives between processes: every rank stages (its buffers are
+ * not mapped in its peers), small calls take the latency path and large
+ * ones the staged rounds of the throughput path; AllToAllV reads its
+ * counts from device memory. */
+static void collectivesCheck(purlinComm_t comm, int rank, int nranks) {
+  cudaStream_t stream;
+  GPU_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const uint64_t sizes[] = {0, 1, 1000, 65537, (uint64_t)3 << 20};
+  uint64_t wrong = 0;
+  int tag = 0;
+  for (int coll = 0; coll < 5; ++coll)
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
+      wrong += mpRun(comm, stream, ++tag, coll, sizes[k], rank, nranks);
+  CHECK_EQ_INT(wrong, 0);
+  GPU_CUDA_OK(cudaStreamDestroy(stream));
+}
+
 static int initRankMain(const char* expect, const purlinUniqueId_t* id, int rank, int nranks,
                         int device, const purlinBootstrapId_t* barrierId) {
   alarm(kChildSeconds);
@@ -414,6 +512,9 @@ static int initRankMain(const char* expect, const purlinUniqueId_t* id, int rank
   purlinBootstrap_t* barrier = NULL;
   GPU_PURLIN_OK(purlinBootstrapOpen(&barrier, barrierId, rank, nranks, kInitTimeoutMs));
   commCheck(comm, rank, nranks, device, barrier);
+  collectivesCheck(comm, rank, nranks);
+  /* Nobody destroys while a peer's kernel may still read its heap. */
+  GPU_PURLIN_OK(purlinBootstrapAllGather(barrier, NULL, 0, NULL, -1, NULL));
   purlinBootstrapClose(barrier);
   GPU_PURLIN_OK(purlinCommDestroy(comm));
   CHECK_EQ_INT(purlinCommDestroy(comm), purlinInvalidArgument);
@@ -429,6 +530,7 @@ static void singleRankCheck(void) {
   purlinComm_t comm = NULL;
   GPU_PURLIN_OK(purlinCommInitRank(&comm, 1, id, 0, NULL));
   commCheck(comm, 0, 1, 0, NULL);
+  collectivesCheck(comm, 0, 1);
   GPU_PURLIN_OK(purlinCommDestroy(comm));
 
   /* From the environment, as torchrun --nproc-per-node 1 would set it; the
