@@ -41,6 +41,7 @@
 
 #include "atoms/atom.h"
 #include "atoms/dtype.cuh"
+#include "bench/bench_check.h"
 #include "tests/gpu/gpu_test.h"
 
 enum { kMaxRanks = PURLIN_MAX_RANKS };
@@ -73,9 +74,6 @@ static const char* const kDtypeName[purlinNumDataTypes] = {"float",   "half",   
                                                            "fp8e4m3", "fp8e5m2", "int32"};
 static const char* const kOpName[purlinNumRedOps] = {"sum", "max", "min"};
 
-/* Inputs repeat every kPeriod elements. A prime, so that a block misplaced
- * by any multiple of a power-of-two chunk lands on other values. */
-static const size_t kPeriod = 65521;
 /* A timed replay should last about this long, with 1..kMaxSteps steps. */
 static const double kReplayTargetUs = 5000.0;
 enum { kMaxSteps = 100, kProbeReplays = 2, kWarmCopies = 2 };
@@ -87,7 +85,6 @@ static const size_t kCeilingBytes = (size_t)256 << 20;
 /* AllReduce up to this size is compared with the barrier-only floor. */
 static const size_t kSmallBytes = 8192;
 static const unsigned char kPoison = 0xA5;
-enum { kMaxPrintedWrong = 8 };
 
 /* The project's targets, printed beside the measured ratios. */
 static const double kTargetSmall = 1.30;
@@ -123,47 +120,6 @@ static void usage(FILE* f) {
           "  --stepfactor F   integer size multiplier between rows, >= 2 (default 2)\n"
           "  --iters N        timed graph replays per cell, median reported (default 20)\n"
           "  --quick          smoke-test sweep: 8 B up to 1 MiB, x4 steps, 5 replays\n");
-}
-
-/* A byte count with an optional binary K, M or G suffix (and optional B). */
-static bool parseBytes(const char* s, size_t* out) {
-  if (s[0] < '0' || s[0] > '9') return false;
-  char* end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0) return false;
-  int shift = 0;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      shift = 10;
-      ++end;
-      break;
-    case 'm':
-    case 'M':
-      shift = 20;
-      ++end;
-      break;
-    case 'g':
-    case 'G':
-      shift = 30;
-      ++end;
-      break;
-    default: break;
-  }
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0' || v > (~0ull >> (shift + 2))) return false;
-  *out = (size_t)(v << shift);
-  return true;
-}
-
-static bool parseInt(const char* s, int lo, int hi, int* out) {
-  char* end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = (int)v;
-  return true;
 }
 
 static bool parseDtype(const char* s, purlinDataType_t* out) {
@@ -611,56 +567,6 @@ static double copyCeilingGBs(Bench* B) {
 /* ------------------------------------------------------------------------ */
 /* Inputs and the host reference                                             */
 
-/* The largest n such that every integer 0..n is exact in `dtype`. */
-static int exactLimit(purlinDataType_t dtype) {
-  switch (dtype) {
-    case purlinFloat32: return 1 << 24;
-    case purlinFloat16: return 2048;
-    case purlinBfloat16: return 256;
-    case purlinFp8E4M3: return 16;
-    case purlinFp8E5M2: return 8;
-    default: return 1 << 30;
-  }
-}
-
-/* The raw bits of the small integer v in `dtype`, with the conversions the
- * library uses (exact here, so the rounding mode does not matter). */
-static uint32_t rawOf(purlinDataType_t dtype, int v) {
-  switch (dtype) {
-    case purlinFloat32: return purlinDtype<purlinFloat32>::store((float)v);
-    case purlinFloat16: return purlinDtype<purlinFloat16>::store((float)v);
-    case purlinBfloat16: return purlinDtype<purlinBfloat16>::store((float)v);
-    case purlinFp8E4M3: return purlinDtype<purlinFp8E4M3>::store((float)v);
-    case purlinFp8E5M2: return purlinDtype<purlinFp8E5M2>::store((float)v);
-    default: return purlinDtype<purlinInt32>::store(v);
-  }
-}
-
-static void storeRaw(char* p, uint32_t raw, size_t es) {
-  if (es == 4) {
-    memcpy(p, &raw, 4);
-  } else if (es == 2) {
-    uint16_t h = (uint16_t)raw;
-    memcpy(p, &h, 2);
-  } else {
-    *p = (char)(uint8_t)raw;
-  }
-}
-
-static uint32_t loadRaw(const char* p, size_t es) {
-  if (es == 4) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-  }
-  if (es == 2) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return h;
-  }
-  return (uint8_t)*p;
-}
-
 /* The reference of one check: pattern[r] is rank r's input, pattern[n] the
  * op over all ranks; each holds two periods of raw elements, so that any
  * run of up to kPeriod elements starting in the first period is contiguous.
@@ -797,35 +703,6 @@ static void segmentsOf(const Shape* s, int n, int d, std::vector<Segment>* out) 
       break;
     }
   }
-}
-
-/* Compares `len` output elements (element `index` on) with the pattern
- * from element k on, one period at a time; prints the first wrong ones. */
-static size_t compareRun(const char* got, size_t index, size_t len, const char* pattern, size_t k,
-                         size_t es, const char* what, int rank, int* printed) {
-  size_t wrong = 0;
-  const char* want = pattern + k * es;
-  while (len > 0) {
-    size_t m = std::min(len, kPeriod);
-    if (memcmp(got, want, m * es) != 0) {
-      for (size_t i = 0; i < m; ++i) {
-        uint32_t g = loadRaw(got + i * es, es), w = loadRaw(want + i * es, es);
-        if (g == w) continue;
-        ++wrong;
-        if (*printed < kMaxPrintedWrong) {
-          ++*printed;
-          printf("  WRONG %s: rank %d index %zu expected 0x%0*x got 0x%0*x\n", what, rank,
-                 index + i, (int)(2 * es), w, (int)(2 * es), g);
-        }
-      }
-    }
-    /* The pattern repeats every kPeriod elements: the next run starts at
-     * the same k. */
-    got += m * es;
-    index += m;
-    len -= m;
-  }
-  return wrong;
 }
 
 /* Copies rank d's output to the host window by window and compares it

@@ -51,6 +51,7 @@
 
 #include "atoms/atom.h"
 #include "atoms/dtype.cuh"
+#include "bench/bench_check.h"
 #include "tests/gpu/gpu_test.h"
 
 enum { kMaxRanks = PURLIN_MAX_RANKS };
@@ -196,11 +197,9 @@ enum { kEager, kGraph, kModes };
 static const char* const kLibKey[kLibs] = {"purlin", "nccl"};
 static const char* const kModeKey[kModes] = {"eager", "graph"};
 
-/* Inputs repeat every kPeriod elements; a prime, so that a block misplaced
- * by a power-of-two chunk lands on other values. */
-static const size_t kPeriod = 65521;
+/* A timed repetition should last about this long (inputs: bench_check.h). */
 static const double kRepTargetUs = 5000.0;
-enum { kMaxSteps = 100, kMaxPrintedWrong = 8 };
+enum { kMaxSteps = 100 };
 static const size_t kGuardBytes = 256;
 static const size_t kStageBytes = (size_t)64 << 20;
 static const unsigned char kPoison = 0xA5;
@@ -236,31 +235,6 @@ static void usage(FILE* f) {
           "  --stepfactor F   integer size multiplier between rows, >= 2 (default 2)\n"
           "  --iters N        timed repetitions per cell, median reported (default 20)\n"
           "environment: PURLIN_NCCL_LIB=path/to/libnccl.so.2 is tried first\n");
-}
-
-static bool parseBytes(const char* s, size_t* out) {
-  if (s[0] < '0' || s[0] > '9') return false;
-  char* end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno != 0) return false;
-  int shift = 0;
-  if (*end == 'k' || *end == 'K') shift = 10, ++end;
-  else if (*end == 'm' || *end == 'M') shift = 20, ++end;
-  else if (*end == 'g' || *end == 'G') shift = 30, ++end;
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0' || v > (~0ull >> (shift + 2))) return false;
-  *out = (size_t)(v << shift);
-  return true;
-}
-
-static bool parseInt(const char* s, int lo, int hi, int* out) {
-  char* end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = (int)v;
-  return true;
 }
 
 static bool parseColls(const char* s, bool* colls) {
@@ -635,36 +609,6 @@ static bool measure(Bench* B, const Shape* s, int lib, int mode, double estimate
 /* ------------------------------------------------------------------------ */
 /* Inputs and the host reference                                             */
 
-static int exactLimit(purlinDataType_t d) {
-  return d == purlinFloat16 ? 2048 : d == purlinBfloat16 ? 256 : 1 << 24;
-}
-
-static uint32_t rawOf(purlinDataType_t d, int v) {
-  if (d == purlinFloat16) return purlinDtype<purlinFloat16>::store((float)v);
-  if (d == purlinBfloat16) return purlinDtype<purlinBfloat16>::store((float)v);
-  return purlinDtype<purlinFloat32>::store((float)v);
-}
-
-static void storeRaw(char* p, uint32_t raw, size_t es) {
-  if (es == 4) {
-    memcpy(p, &raw, 4);
-  } else {
-    uint16_t h = (uint16_t)raw;
-    memcpy(p, &h, 2);
-  }
-}
-
-static uint32_t loadRaw(const char* p, size_t es) {
-  if (es == 4) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-  }
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return h;
-}
-
 /* pattern[r]: rank r's input, pattern[n]: the op over all ranks; two
  * periods each, so that a run of up to kPeriod elements starting in the
  * first period is contiguous. Sums draw 0 .. limit/n so that they are
@@ -730,31 +674,6 @@ static void segmentsOf(const Shape* s, int n, int d, std::vector<Segment>* out) 
       for (int r = 0; r < n; ++r) out->push_back({r * c, c, d * c, r});
       break;
   }
-}
-
-static size_t compareRun(const char* got, size_t index, size_t len, const char* pattern, size_t k,
-                         size_t es, const char* what, int rank, int* printed) {
-  size_t wrong = 0;
-  while (len > 0) {
-    size_t m = std::min(len, kPeriod);
-    const char* want = pattern + k * es;
-    if (memcmp(got, want, m * es) != 0)
-      for (size_t i = 0; i < m; ++i) {
-        uint32_t g = loadRaw(got + i * es, es), w = loadRaw(want + i * es, es);
-        if (g == w) continue;
-        ++wrong;
-        if (*printed < kMaxPrintedWrong) {
-          ++*printed;
-          printf("  WRONG %s: rank %d index %zu expected 0x%0*x got 0x%0*x\n", what, rank,
-                 index + i, (int)(2 * es), w, (int)(2 * es), g);
-        }
-      }
-    got += m * es;
-    index += m;
-    len -= m;
-    k = (k + m) % kPeriod;
-  }
-  return wrong;
 }
 
 static size_t compareRank(Bench* B, const Shape* s, int d, const Tables* T, const char* what,
