@@ -130,27 +130,37 @@ int main(void) {
          prop.name, ndev == 1 ? " (one GPU)" : "");
   printf("# floors per step: empty kernels %.2f us, barrier-only kernel %.2f us\n", emptyUs,
          barrierUs);
-  printf("%12s %10s %6s %6s %10s %10s %10s %8s %10s\n", "size", "count", "type", "ctas",
-         "time us", "algbw GB/s", "busbw GB/s", "#wrong", "/barrier");
+  printf("%12s %10s %6s %6s %6s %10s %10s %10s %8s %10s %9s %9s %9s\n", "size", "count", "type",
+         "ctas", "thr", "time us", "algbw GB/s", "busbw GB/s", "#wrong", "/barrier", "64t us",
+         "128t us", "256t us");
   double worstSmall = 0;
   for (size_t bytes = 8; bytes <= maxBytes && bytes <= purlinLLBlockCapacity(latencyBytes, R.n);
        bytes *= 2) {
     size_t count = bytes / 2;
     purlinLayout_t l = {purlinCollAllReduce, R.n, 2, count, NULL};
     uint64_t desc = purlinLLDescriptor(&l, NULL, purlinBfloat16, purlinSum);
-    int ctas = purlinLLCtas(bytes);
     /* Inputs: rank r holds r + (i % 7); the sum is exact in bf16. */
     std::vector<uint16_t> host(count);
     for (int r = 0; r < R.n; ++r) {
       for (size_t i = 0; i < count; ++i)
         host[i] = purlinDtype<purlinBfloat16>::store((float)(r + (int)(i % 7)));
       GPU_CUDA_OK(cudaMemcpy(R.send[r], host.data(), bytes, cudaMemcpyHostToDevice));
-      GPU_CUDA_OK(cudaMemset(R.recv[r], 0xA5, bytes));
     }
-    double us = stepUs(&R, main, [&](int r, cudaStream_t s) {
-      purlinLLArgs_t a = {R.dc[r], R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
-      GPU_CUDA_OK(purlinLLLaunch(&a, NULL, ctas, s));
-    });
+    /* The tuned shape (snac/ll.h), then CTAs of 64, 128 and 256 threads,
+     * each with a packet per thread (up to the CTA cap): the data behind
+     * purlinLLThreads. */
+    auto timeShape = [&](int threads) {
+      int ctas = purlinLLCtas(bytes, threads);
+      return stepUs(&R, main, [&](int r, cudaStream_t s) {
+        purlinLLArgs_t a = {R.dc[r], r, R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
+        GPU_CUDA_OK(purlinLLLaunch(&a, NULL, ctas, threads, s));
+      });
+    };
+    double shapeUs[3] = {timeShape(64), timeShape(128), timeShape(256)};
+    /* The tuned shape last, into poisoned outputs: the check below is its. */
+    for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(R.recv[r], 0xA5, bytes));
+    int threads = purlinLLThreads(bytes), ctas = purlinLLCtas(bytes, threads);
+    double us = timeShape(threads);
     GPU_CUDA_OK(cudaDeviceSynchronize());
     size_t wrong = 0;
     for (int r = 0; r < R.n; ++r) {
@@ -169,8 +179,9 @@ int main(void) {
     double algbw = bytes / us / 1e3;
     double ratio = barrierUs > 0 ? us / barrierUs : 0;
     if (bytes <= 8192) worstSmall = std::max(worstSmall, ratio);
-    printf("%12zu %10zu %6s %6d %10.2f %10.2f %10.2f %8zu %10.2f\n", bytes, count, "bf16", ctas, us,
-           algbw, algbw * 2.0 * (R.n - 1) / R.n, wrong, ratio);
+    printf("%12zu %10zu %6s %6d %6d %10.2f %10.2f %10.2f %8zu %10.2f %9.2f %9.2f %9.2f\n", bytes,
+           count, "bf16", ctas, threads, us, algbw, algbw * 2.0 * (R.n - 1) / R.n, wrong, ratio,
+           shapeUs[0], shapeUs[1], shapeUs[2]);
   }
   if (barrierUs > 0)
     printf("AllReduce <= 8 KiB / barrier-only kernel: worst %.2f (target <= 1.30)\n", worstSmall);
@@ -193,8 +204,8 @@ int main(void) {
       purlinLayout_t l = {purlinCollAllReduce, k, 2, count, NULL};
       uint64_t desc = purlinLLDescriptor(&l, NULL, purlinBfloat16, purlinSum);
       double us = stepUs(&S, main, [&](int r, cudaStream_t s) {
-        purlinLLArgs_t a = {S.dc[r], R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
-        GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, s));
+        purlinLLArgs_t a = {S.dc[r], r, R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
+        GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, PURLIN_LL_THREADS, s));
       });
       printf("# scaling: %d rank(s), AllReduce of %llu elements: %.2f us per step\n", k,
              (unsigned long long)count, us);

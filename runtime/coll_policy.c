@@ -7,9 +7,6 @@
 #include "snac/ll.h"
 #include "snac/tp.h"
 
-/* Latency path CTAs: one packet (8 payload bytes) per thread of the largest
- * block. */
-#define LL_THREADS PURLIN_LL_THREADS
 #define LL_MAX_CTAS PURLIN_LL_MAX_CTAS
 /* Throughput path: one CTA per this many output bytes, at most 32, and at
  * most the SMs of the GPU divided among the ranks that share it (every
@@ -58,10 +55,15 @@ purlinResult_t purlinCollPolicy(const purlinCollShape_t* s, purlinCollChoice_t* 
 
   int share = s->ranksOnDevice > 0 ? s->ranksOnDevice : 1;
   int tpMax = clampInt((uint64_t)(s->sms / share), 1, TP_MAX_CTAS);
+  c->threads = 0;
   if (c->path == purlinPathLatency) {
-    uint64_t packets = (s->maxBlockBytes + 7) / 8;
-    c->ctas = s->forcedCtas > 0 ? clampInt((uint64_t)s->forcedCtas, 1, LL_MAX_CTAS)
-                                : clampInt((packets + LL_THREADS - 1) / LL_THREADS, 1, LL_MAX_CTAS);
+    /* The latency path's own shape (snac/ll.h); forced CTAs keep its
+     * threads, and never have fewer threads in all than ranks. */
+    c->threads = purlinLLThreads(s->maxBlockBytes);
+    int least = (s->nranks + c->threads - 1) / c->threads;
+    c->ctas = s->forcedCtas > 0 ? clampInt((uint64_t)s->forcedCtas, least, LL_MAX_CTAS)
+                                : purlinLLCtas(s->maxBlockBytes, c->threads);
+    if (c->ctas < least) c->ctas = least;
   } else if (s->forcedCtas > 0) {
     c->ctas = clampInt((uint64_t)s->forcedCtas, 1, tpMax);
   } else if (s->deviceCounts) {

@@ -29,8 +29,9 @@ typedef struct purlinCollShape_t {
 } purlinCollShape_t;
 
 typedef struct purlinCollChoice_t {
-  int path; /* purlinPathLatency or purlinPathThroughput */
+  int path;    /* purlinPathLatency or purlinPathThroughput */
   int ctas;
+  int threads; /* per CTA, latency path only (the throughput path's are fixed) */
 } purlinCollChoice_t;
 
 /* Largest block, per collective, that the tuned policy sends on the latency

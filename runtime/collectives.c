@@ -132,6 +132,7 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
   if (choice.path == purlinPathLatency) {
     purlinLLArgs_t a;
     a.devComm = comm->devComm;
+    a.rank = comm->rank;
     a.sendbuff = sendbuff;
     a.recvbuff = recvbuff;
     a.layout = l;
@@ -139,7 +140,7 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
     a.dtype = dtype;
     a.op = op;
     a.descriptor = purlinLLDescriptor(&l, hostCounts, dtype, op);
-    err = purlinLLLaunch(&a, hostCounts, choice.ctas, stream);
+    err = purlinLLLaunch(&a, hostCounts, choice.ctas, choice.threads, stream);
   } else {
     purlinTPArgs_t a;
     a.devComm = comm->devComm;

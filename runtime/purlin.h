@@ -138,10 +138,9 @@ typedef struct purlinConfig_t {
   int path;
   /* CTAs each rank's collective kernels use: 0 lets the tuning policy
    * choose; 1..32 forces the count (tests use it to check that results do
-   * not depend on it), capped at 16 on the latency path and, on the
-   * throughput path, at the GPU's SMs divided among the ranks on it (all
-   * ranks' CTAs must be resident at once) and by what the staging buffer
-   * holds. */
+   * not depend on it), capped on the throughput path at the GPU's SMs
+   * divided among the ranks on it (all ranks' CTAs must be resident at
+   * once) and by what the staging buffer holds. */
   int collectiveCtas;
 } purlinConfig_t;
 

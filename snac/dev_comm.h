@@ -57,9 +57,14 @@ PURLIN_STATIC_ASSERT(sizeof(purlinErrorRecord_t) == 40, "purlinErrorRecord_t lay
 PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come first");
 
 /* Control-region words after the context (offsets in the heap). */
-#define PURLIN_CTRL_EPOCH_OFFSET 4096u /* uint64_t: epochs completed by eager kernels */
-#define PURLIN_CTRL_DONE_OFFSET 4160u  /* uint32_t: CTAs of the running kernel that finished */
-#define PURLIN_CTRL_CLAIM_OFFSET 4224u /* uint32_t of rank 0: the device writing the error record */
+/* uint64_t [PURLIN_CTRL_EPOCH_WORDS]: epochs completed by eager kernels, one word per CTA index.
+ * Between kernels all words are equal; CTA c of a kernel reads word c and writes it back
+ * advanced, CTA 0 also the words of CTA indices the kernel does not launch (snac/wait.cuh). */
+#define PURLIN_CTRL_EPOCH_OFFSET 4096u
+#define PURLIN_CTRL_EPOCH_WORDS 32
+#define PURLIN_CTRL_CLAIM_OFFSET 4352u /* uint32_t of rank 0: the device writing the error record */
+PURLIN_STATIC_ASSERT(PURLIN_CTRL_EPOCH_OFFSET + 8 * PURLIN_CTRL_EPOCH_WORDS <= PURLIN_CTRL_CLAIM_OFFSET,
+                     "epoch words overlap the claim word");
 /* Throughput-path flags, uint64_t [PURLIN_DEV_MAX_RANKS peers][PURLIN_DEV_MAX_RANKS CTAs] each,
  * indexed (peer * PURLIN_DEV_MAX_RANKS + cta): in a consumer's heap, READY (the peer staged a
  * round) and REDUCED (the peer's AllReduce chunk is final); in a producer's heap, CONSUMED (the

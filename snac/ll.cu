@@ -45,6 +45,15 @@ static __device__ __forceinline__ void llBlock(const purlinLayout_t* l, int s, i
  * one per peer (measured: 8 ranks, 8 KiB AllReduce, see bench/ll_latency). */
 #define LL_BATCH 8
 
+#ifndef PURLIN_LL_CTA_THREADS
+#define PURLIN_LL_CTA_THREADS 64
+#endif
+
+/* The time of a small call is a chain of memory round trips, each a large
+ * part of it (bench/ll_latency): the epoch; the pushes and the loads of the
+ * peers' packets; the end of the kernel. Everything else is issued beside
+ * them: the thread's first input bytes and the peers' heap bases load with
+ * the epoch, the header a thread checks loads with its data packets. */
 template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
 static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
   typedef purlinDtype<D> T;
@@ -53,35 +62,72 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
   enum { E = 8 / sizeof(raw) };
 
   purlinDevComm_t* dc = a.devComm;
-  SnacState st;
-  /* Every CTA reads the count of completed collectives before the last CTA
-   * of this kernel advances it (snacEpochEnd), so all agree on the epoch. */
-  snacInit(&st, dc, snacEpochBegin(dc), a.descriptor);
-  const uint32_t flag = (uint32_t)st.epoch;
-
   purlinLayout_t l = a.layout;
   if (purlinCollIsV(l.coll)) l.counts = counts;
-  const int me = dc->rank, n = dc->nranks;
+  const int me = a.rank, n = l.nranks;
   const uint64_t eb = l.elemBytes;
   const uint64_t g = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
   const uint64_t G = (uint64_t)gridDim.x * blockDim.x;
+  const bool isAR = l.coll == purlinCollAllReduce;
 
-  /* Stage + notify: push every peer its block, header first. */
-  for (int k = 1; k < n; ++k) {
-    int d = (me + k) % n;
-    purlinBlock_t b;
-    llBlock(&l, me, d, &b);
-    uint64_t bytes = b.count * eb, P = (bytes + 7) / 8;
-    uint64_t* r = snacPeerRegion(&st, d);
-    const char* src = (const char*)a.sendbuff + b.srcOffset * eb;
+  /* AllReduce sends its whole input to every peer and adds it in itself:
+   * this thread's first 8 bytes load once, beside the epoch. */
+  const uint64_t arBytes = isAR ? l.count * eb : 0;
+  const uint64_t firstLen = 8 * g < arBytes ? (arBytes - 8 * g < 8 ? arBytes - 8 * g : 8) : 0;
+  const uint64_t first = firstLen ? load8((const char*)a.sendbuff + 8 * g, firstLen) : 0;
+
+  SnacState st;
+  /* Every CTA reads its epoch word before any CTA of this kernel writes
+   * one back (snacEpochEnd), so all agree on the epoch. */
+  snacInit(&st, dc, me, snacEpochBegin(dc), a.descriptor);
+  const uint32_t flag = (uint32_t)st.epoch;
+
+  /* Stage + notify: push every peer its block, header first; peers in
+   * batches whose region addresses load together. */
+  for (int k0 = 1; k0 < n; k0 += LL_BATCH) {
+    uint64_t* r[LL_BATCH];
+    int d[LL_BATCH];
+#pragma unroll
+    for (int j = 0; j < LL_BATCH; ++j) {
+      d[j] = (me + k0 + j) % n;
+      if (k0 + j < n) r[j] = snacPeerRegion(&st, d[j]);
+    }
     /* Headers from the last threads of the grid, which small calls leave
      * without data: they run beside the data pushes and waits. */
-    if (g == G - 1 - (uint64_t)d) snacPacketStore(r, a.descriptor, flag);
-    for (uint64_t i = g; i < P; i += G) {
-      uint64_t m = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
-      snacPacketStore(r + 2 * (1 + i), load8(src + 8 * i, m), flag);
+#pragma unroll
+    for (int j = 0; j < LL_BATCH; ++j)
+      if (k0 + j < n && g == G - 1 - (uint64_t)d[j]) snacPacketStore(r[j], a.descriptor, flag);
+    if (isAR) {
+      const uint64_t P = (arBytes + 7) / 8;
+      for (uint64_t i = g; i < P; i += G) {
+        uint64_t m = arBytes - 8 * i < 8 ? arBytes - 8 * i : 8;
+        uint64_t v = i == g ? first : load8((const char*)a.sendbuff + 8 * i, m);
+#pragma unroll
+        for (int j = 0; j < LL_BATCH; ++j)
+          if (k0 + j < n) snacPacketStore(r[j] + 2 * (1 + i), v, flag);
+      }
+      continue;
+    }
+#pragma unroll
+    for (int j = 0; j < LL_BATCH; ++j) {
+      if (k0 + j >= n) break;
+      purlinBlock_t b;
+      llBlock(&l, me, d[j], &b);
+      uint64_t bytes = b.count * eb, P = (bytes + 7) / 8;
+      const char* src = (const char*)a.sendbuff + b.srcOffset * eb;
+      for (uint64_t i = g; i < P; i += G) {
+        uint64_t m = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
+        snacPacketStore(r[j] + 2 * (1 + i), load8(src + 8 * i, m), flag);
+      }
     }
   }
+
+  /* The header this thread checks (the last threads of the grid, see the
+   * push) loads now, beside the data packets, and is tested at the end. */
+  const int hp = (int)(G - 1 - g);
+  const bool checksHeader = G - 1 - g < (uint64_t)n && hp != me;
+  SnacPacket hk;
+  if (checksHeader) hk = snacPacketLoad(snacHeader(&st, hp));
 
   /* Consume. */
   if (REDUCE) {
@@ -107,7 +153,7 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
           if (s == me) {
             /* This rank's own contribution comes from its input; in place,
              * this thread reads element i before it writes it. */
-            v[j] = load8(own + 8 * i, m);
+            v[j] = isAR && i == g ? first : load8(own + 8 * i, m);
           } else if (!snacWaitPacket(&st, snacHeader(&st, s) + 2 * (1 + i), s, k[j], &v[j])) {
             break;
           }
@@ -180,15 +226,13 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
     }
   }
 
-  /* Headers, by the last threads of the grid (see the push): in small calls
-   * they wait beside the data, in large ones the headers arrived long ago. A peer that sent less than this call
-   * expects was already caught inside the waits; this catches a peer that
-   * sent more, or the same amount of another collective. */
-  const int hp = (int)(G - 1 - g); /* the peer whose header this thread checks */
-  if (G - 1 - g < (uint64_t)n && hp != me && !st.failed) {
+  /* Headers. In small calls they arrived beside the data, in large ones
+   * long ago. A peer that sent less than this call expects was already
+   * caught inside the waits; this catches a peer that sent more, or the
+   * same amount of another collective. */
+  if (checksHeader && !st.failed) {
     uint64_t desc;
-    if (snacWaitPacket(&st, snacHeader(&st, hp), hp, snacPacketLoad(snacHeader(&st, hp)), &desc) &&
-        desc != a.descriptor)
+    if (snacWaitPacket(&st, snacHeader(&st, hp), hp, hk, &desc) && desc != a.descriptor)
       snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, desc);
   }
 
@@ -218,7 +262,7 @@ namespace {
 struct LLLaunch {
   const purlinLLArgs_t* args;
   const uint64_t* hostCounts;
-  int ctas;
+  int ctas, threads;
   cudaStream_t stream;
   bool reduce;
   template <purlinDataType_t D, purlinRedOp_t O>
@@ -229,7 +273,7 @@ struct LLLaunch {
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   void go() {
     if (!purlinCollIsV(args->layout.coll)) {
-      purlinLLKernel<R, D, O><<<ctas, PURLIN_LL_THREADS, 0, stream>>>(*args);
+      purlinLLKernel<R, D, O><<<ctas, threads, 0, stream>>>(*args);
       return;
     }
     purlinLLVArgs_t v;
@@ -237,14 +281,18 @@ struct LLLaunch {
     int n = args->layout.nranks;
     int k = args->layout.coll == purlinCollAllToAllV ? n * n : n;
     for (int i = 0; i < k; ++i) v.counts[i] = hostCounts[i];
-    purlinLLKernelV<R, D, O><<<ctas, PURLIN_LL_THREADS, 0, stream>>>(v);
+    purlinLLKernelV<R, D, O><<<ctas, threads, 0, stream>>>(v);
   }
 };
 }  // namespace
 
 extern "C" cudaError_t purlinLLLaunch(const purlinLLArgs_t* args, const uint64_t* hostCounts,
-                                      int ctas, cudaStream_t stream) {
-  LLLaunch l = {args, hostCounts, ctas, stream, purlinCollReduces(args->layout.coll) != 0};
+                                      int ctas, int threads, cudaStream_t stream) {
+  if (ctas < 1 || ctas > PURLIN_LL_MAX_CTAS || threads < 32 || threads > PURLIN_LL_THREADS ||
+      threads % 32 != 0 || (uint64_t)ctas * threads < (uint64_t)args->layout.nranks)
+    return cudaErrorInvalidConfiguration;
+  LLLaunch l = {args, hostCounts, ctas, threads, stream,
+                purlinCollReduces(args->layout.coll) != 0};
   if (!purlinDispatchDtypeOp(args->dtype, args->op, l)) return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
@@ -275,9 +323,14 @@ extern "C" uint64_t purlinLLDescriptor(const purlinLayout_t* layout, const uint6
   return purlinLayoutDescriptor(&l, (int)dtype, (int)op);
 }
 
-extern "C" int purlinLLCtas(uint64_t maxBlockBytes) {
+extern "C" int purlinLLThreads(uint64_t maxBlockBytes) {
+  (void)maxBlockBytes;
+  return PURLIN_LL_CTA_THREADS;
+}
+
+extern "C" int purlinLLCtas(uint64_t maxBlockBytes, int threads) {
   uint64_t packets = (maxBlockBytes + 7) / 8;
-  uint64_t ctas = (packets + PURLIN_LL_THREADS - 1) / PURLIN_LL_THREADS;
+  uint64_t ctas = (packets + (uint64_t)threads - 1) / (uint64_t)threads;
   if (ctas < 1) ctas = 1;
   if (ctas > PURLIN_LL_MAX_CTAS) ctas = PURLIN_LL_MAX_CTAS;
   return (int)ctas;

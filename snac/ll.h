@@ -28,17 +28,14 @@
 extern "C" {
 #endif
 
-/* V counts live in the control region of each rank's heap, written by the
- * launch (stream-ordered) before the kernel reads them. */
-#define PURLIN_CTRL_COUNTS_OFFSET 8192u
+/* Most V counts a call has (AllToAllV: nranks^2); the latency path passes
+ * them in its kernel's parameters. */
 #define PURLIN_CTRL_COUNTS_MAX (PURLIN_DEV_MAX_RANKS * PURLIN_DEV_MAX_RANKS)
-PURLIN_STATIC_ASSERT(PURLIN_CTRL_COUNTS_OFFSET + 8 * PURLIN_CTRL_COUNTS_MAX <=
-                         PURLIN_HEAP_CONTROL_BYTES,
-                     "V counts must fit in the control region");
 
 /* One collective on one rank. */
 typedef struct purlinLLArgs_t {
   purlinDevComm_t* devComm; /* this rank's context (device address) */
+  int32_t rank;             /* devComm->rank: addresses need not wait for a load */
   const void* sendbuff;
   void* recvbuff;
   purlinLayout_t layout; /* layout.counts: device address, for V forms */
@@ -61,18 +58,22 @@ uint64_t purlinLLBlockCapacity(uint64_t latencyBytes, int nranks);
 uint64_t purlinLLMaxBlockBytes(const purlinLayout_t* layout, const uint64_t* hostCounts);
 
 /* Launches the latency-path kernel of one rank on `stream`: `ctas` CTAs of
- * PURLIN_LL_THREADS threads. For V forms, `hostCounts` (nranks entries, or
- * nranks^2 for AllToAllV) are first copied to the rank's control region on
- * the same stream. Stream-ordered and capturable. Returns the CUDA error of
- * the copy or the launch. */
+ * `threads` threads (32..PURLIN_LL_THREADS, a multiple of 32; at least
+ * nranks in all). V forms pass their `hostCounts` (nranks entries, or
+ * nranks^2 for AllToAllV) in the kernel's parameters. Stream-ordered and
+ * capturable. Returns the CUDA error of the launch. */
 #define PURLIN_LL_THREADS 256
 cudaError_t purlinLLLaunch(const purlinLLArgs_t* args, const uint64_t* hostCounts, int ctas,
-                           cudaStream_t stream);
+                           int threads, cudaStream_t stream);
 
-/* CTAs for a call: enough for one packet per thread of the largest block,
- * at most PURLIN_LL_MAX_CTAS. */
-#define PURLIN_LL_MAX_CTAS 16
-int purlinLLCtas(uint64_t maxBlockBytes);
+/* The launch shape for a call whose largest block is `maxBlockBytes`: one
+ * packet (8 payload bytes) per thread, spread over many small CTAs so that
+ * no SM's path to L2 carries much of the packets (purlinLLThreads), up to
+ * PURLIN_LL_MAX_CTAS CTAs of `threads` threads (purlinLLCtas). */
+#define PURLIN_LL_MAX_CTAS 32
+PURLIN_STATIC_ASSERT(PURLIN_LL_MAX_CTAS <= PURLIN_CTRL_EPOCH_WORDS, "one epoch word per CTA");
+int purlinLLThreads(uint64_t maxBlockBytes);
+int purlinLLCtas(uint64_t maxBlockBytes, int threads);
 
 #ifdef __cplusplus
 }

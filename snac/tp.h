@@ -35,6 +35,7 @@ extern "C" {
 
 #define PURLIN_TP_THREADS 512
 #define PURLIN_TP_MAX_CTAS 32
+PURLIN_STATIC_ASSERT(PURLIN_TP_MAX_CTAS <= PURLIN_CTRL_EPOCH_WORDS, "one epoch word per CTA");
 #define PURLIN_TP_SLOTS 2
 /* Set in the descriptor of throughput-path calls, so that ranks that took
  * different paths for one call are reported instead of waiting for each

@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
   if (a.deviceCounts != NULL && tid == 0)
     sh.descriptor = purlinLayoutDescriptor(&l, (int)a.dtype, (int)a.op) | PURLIN_TP_DESCRIPTOR_BIT;
   __syncthreads();
-  snacInit(&st, dc, epoch, sh.descriptor);
+  snacInit(&st, dc, me, epoch, sh.descriptor);
   if (a.deviceCounts != NULL && tid == 0 && purlinLayoutMaxBufferCount(&l) == UINT64_MAX)
     snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_COUNTS, me, 0);
   if (__syncthreads_or(st.failed)) {

@@ -20,6 +20,7 @@
 /* One thread's view of the collective it runs. */
 struct SnacState {
   purlinDevComm_t* dc;
+  int rank;
   volatile purlinErrorRecord_t* rec;
   uint64_t epoch;
   uint64_t timeoutNs;
@@ -78,9 +79,11 @@ static __device__ __forceinline__ uint64_t snacGlobalTimerNs(void) {
   return t;
 }
 
-static __device__ __forceinline__ void snacInit(SnacState* st, purlinDevComm_t* dc,
+/* `rank` is this rank (dc->rank, passed so that no address waits for it). */
+static __device__ __forceinline__ void snacInit(SnacState* st, purlinDevComm_t* dc, int rank,
                                                 uint64_t epoch, uint64_t descriptor) {
   st->dc = dc;
+  st->rank = rank;
   st->rec = (volatile purlinErrorRecord_t*)dc->abortWord;
   st->epoch = epoch;
   st->timeoutNs = (uint64_t)dc->timeoutMs * 1000000ull;
@@ -95,7 +98,7 @@ static __device__ __forceinline__ void snacInit(SnacState* st, purlinDevComm_t* 
 static __device__ __forceinline__ uint64_t* snacPeerRegion(const SnacState* st, int owner) {
   const purlinDevComm_t* dc = st->dc;
   return (uint64_t*)((char*)dc->peerHeap[owner] + dc->latencyOffset +
-                     (st->epoch & 1u) * dc->latencyBytes + (uint64_t)dc->rank * st->regionBytes);
+                     (st->epoch & 1u) * dc->latencyBytes + (uint64_t)st->rank * st->regionBytes);
 }
 
 /* Peer p's header packet for this collective in this rank's latency buffer:
@@ -113,7 +116,7 @@ static __device__ void snacRaise(SnacState* st, uint32_t code, uint32_t what, in
   if (atomicCAS_system(claim, 0u, 1u) == 0u) {
     st->rec->code = code;
     st->rec->what = what;
-    st->rec->rank = st->dc->rank;
+    st->rec->rank = st->rank;
     st->rec->peer = peer;
     st->rec->epoch = st->epoch;
     st->rec->detail = detail;
@@ -148,7 +151,7 @@ static __device__ bool snacStillWaiting(SnacState* st, uint64_t* start, int peer
   }
   /* A peer that runs another collective may never send what this wait
    * needs: its header says so at once, without waiting for the timeout. */
-  if (peer >= 0 && peer != st->dc->rank && snacPeerMismatch(st, peer)) return false;
+  if (peer >= 0 && peer != st->rank && snacPeerMismatch(st, peer)) return false;
   uint64_t now = snacGlobalTimerNs();
   if (*start == 0) {
     *start = now;
@@ -201,31 +204,30 @@ static __device__ __forceinline__ void snacSetFlag(uint64_t* word, uint64_t valu
   f.store(value, cuda::memory_order_release);
 }
 
-/* Epochs on the device (snac/layout.h): every CTA of a collective's kernel
- * reads the count of collectives this rank completed; the last CTA to
- * finish advances it, so the next kernel on the rank's stream sees it.
- * Graph replays advance it too: the epoch never comes from the host. */
+/* Epochs on the device (snac/layout.h): the count of collectives this rank
+ * completed, kept in one word per CTA index so that no CTA waits for
+ * another. Between kernels every word holds the same count; CTA c reads
+ * word c, and at its end writes it back advanced, and CTA 0 also writes the
+ * words of CTA indices its kernel does not launch. No word is written while
+ * a CTA of the same kernel may still read it, and the next kernel on the
+ * rank's stream sees every write. Graph replays advance the count too: the
+ * epoch never comes from the host. (A counter of finished CTAs, which the
+ * last one would advance, costs an atomic round trip at the end of every
+ * multi-CTA kernel; measured in bench/ll_latency.) */
 static __device__ __forceinline__ uint64_t snacEpochBegin(const purlinDevComm_t* dc) {
   /* The context sits at offset 0 of this rank's heap: no load to find it. */
-  const char* myHeap = (const char*)dc;
-  return *(volatile const uint64_t*)(myHeap + PURLIN_CTRL_EPOCH_OFFSET) + 1;
+  const uint64_t* words = (const uint64_t*)((const char*)dc + PURLIN_CTRL_EPOCH_OFFSET);
+  return *(volatile const uint64_t*)&words[blockIdx.x] + 1;
 }
 
-/* Called by every thread of every CTA at the end of the kernel. No fences:
- * every CTA read the epoch before it got here (its value was used), and the
- * next kernel on the stream sees this kernel's writes. A kernel of one CTA
- * needs no count (measured: the atomic's round trip is most of the latency
- * path's cost over a barrier; bench/ll_latency). */
+/* Called by every thread of every CTA at the end of the kernel, which
+ * launches at most PURLIN_CTRL_EPOCH_WORDS CTAs. */
 static __device__ __forceinline__ void snacEpochEnd(const purlinDevComm_t* dc, uint64_t epoch) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    char* myHeap = (char*)dc;
-    unsigned int* done = (unsigned int*)(myHeap + PURLIN_CTRL_DONE_OFFSET);
-    if (gridDim.x == 1 || atomicAdd(done, 1u) == gridDim.x - 1) {
-      if (gridDim.x != 1) *done = 0;
-      *(volatile uint64_t*)(myHeap + PURLIN_CTRL_EPOCH_OFFSET) = epoch;
-    }
-  }
+  __syncthreads(); /* every thread of this CTA has read its word */
+  uint64_t* words = (uint64_t*)((char*)dc + PURLIN_CTRL_EPOCH_OFFSET);
+  const unsigned t = threadIdx.x;
+  if (t < PURLIN_CTRL_EPOCH_WORDS && (t == blockIdx.x || (blockIdx.x == 0 && t >= gridDim.x)))
+    *(volatile uint64_t*)&words[t] = epoch;
 }
 
 #endif /* PURLIN_SNAC_WAIT_CUH_ */

@@ -100,7 +100,8 @@ struct Case {
       }
     }
     uint64_t desc = purlinLLDescriptor(&l, l.counts, D, O);
-    int ctas = purlinLLCtas(purlinLLMaxBlockBytes(&l, l.counts));
+    uint64_t maxBlock = purlinLLMaxBlockBytes(&l, l.counts);
+    int threads = purlinLLThreads(maxBlock), ctas = purlinLLCtas(maxBlock, threads);
     for (int iter = 0; iter < 3; ++iter) {
       for (int r = 0; r < n; ++r) {
         GPU_CUDA_OK(cudaMemset(R->recv[r], kPoison, R->cap));
@@ -108,8 +109,8 @@ struct Case {
       }
       GPU_CUDA_OK(cudaDeviceSynchronize());
       for (int r = 0; r < n; ++r) {
-        purlinLLArgs_t a = {R->dc[r], sendp[r], recvp[r], l, D, O, desc};
-        GPU_CUDA_OK(purlinLLLaunch(&a, l.counts, ctas, R->streams[r]));
+        purlinLLArgs_t a = {R->dc[r], r, sendp[r], recvp[r], l, D, O, desc};
+        GPU_CUDA_OK(purlinLLLaunch(&a, l.counts, ctas, threads, R->streams[r]));
       }
       GPU_CUDA_OK(cudaDeviceSynchronize());
       for (int d = 0; d < n; ++d) {
@@ -242,9 +243,9 @@ int main(void) {
     initRanks(&R, 2, 2000);
     for (int r = 0; r < 2; ++r) {
       purlinLayout_t l = {purlinCollAllReduce, 2, 4, (uint64_t)(10 + r), NULL};
-      purlinLLArgs_t a = {R.dc[r], R.send[r], R.recv[r], l, purlinFloat32, purlinSum,
+      purlinLLArgs_t a = {R.dc[r], r, R.send[r], R.recv[r], l, purlinFloat32, purlinSum,
                           purlinLLDescriptor(&l, NULL, purlinFloat32, purlinSum)};
-      GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, R.streams[r]));
+      GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, PURLIN_LL_THREADS, R.streams[r]));
     }
     GPU_CUDA_OK(cudaDeviceSynchronize());
     purlinResult_t async = purlinSuccess;
@@ -259,9 +260,9 @@ int main(void) {
     Ranks R;
     initRanks(&R, 2, 300);
     purlinLayout_t l = {purlinCollAllGather, 2, 4, 100, NULL};
-    purlinLLArgs_t a = {R.dc[0], R.send[0], R.recv[0], l, purlinFloat32, purlinSum,
+    purlinLLArgs_t a = {R.dc[0], 0, R.send[0], R.recv[0], l, purlinFloat32, purlinSum,
                         purlinLLDescriptor(&l, NULL, purlinFloat32, purlinSum)};
-    GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, R.streams[0]));
+    GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, PURLIN_LL_THREADS, R.streams[0]));
     GPU_CUDA_OK(cudaDeviceSynchronize());
     purlinResult_t async = purlinSuccess;
     GPU_PURLIN_OK(purlinCommGetAsyncError(R.comms[0], &async));

@@ -87,6 +87,18 @@ int main(void) {
   CHECK_EQ_INT(purlinCollPolicy(&s, &c), purlinSuccess);
   CHECK_EQ_INT(c.path, purlinPathLatency);
   CHECK_EQ_INT(c.ctas, PURLIN_LL_MAX_CTAS);
+  CHECK(c.threads >= 32 && c.threads <= PURLIN_LL_THREADS && c.threads % 32 == 0);
+  /* Tuned latency shape: a packet per thread until the CTAs run out, and
+   * never fewer threads than ranks. */
+  for (uint64_t b = 0; b <= ((uint64_t)256 << 10); b = b ? 2 * b : 8) {
+    s = shape(purlinCollAllReduce, b, b);
+    CHECK_EQ_INT(purlinCollPolicy(&s, &c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathLatency);
+    CHECK(c.threads >= 32 && c.threads <= PURLIN_LL_THREADS && c.threads % 32 == 0);
+    CHECK(c.ctas >= 1 && c.ctas <= PURLIN_LL_MAX_CTAS);
+    CHECK((uint64_t)c.ctas * c.threads * 8 >= b || c.ctas == PURLIN_LL_MAX_CTAS);
+    CHECK((uint64_t)c.ctas * c.threads >= (uint64_t)s.nranks);
+  }
   /* Tuned throughput CTAs grow with the bytes. */
   s = shape(purlinCollAllGather, (uint64_t)1 << 30, (uint64_t)8 << 30);
   s.ranksOnDevice = 1;
