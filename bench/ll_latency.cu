@@ -120,9 +120,15 @@ int main(void) {
   GPU_CUDA_OK(cudaMemset(flags, 0, 32 * 32 * sizeof(unsigned int)));
   GPU_CUDA_OK(cudaMemset(stepWords, 0, 32 * sizeof(unsigned int)));
   double emptyUs = stepUs(&R, main, [&](int, cudaStream_t s) { emptyKernel<<<1, 32, 0, s>>>(); });
-  double barrierUs = ndev == 1 ? stepUs(&R, main, [&](int r, cudaStream_t s) {
-    barrierKernel<<<1, 32, 0, s>>>(flags, r, R.n, stepWords + r);
-  }) : 0.0;
+  /* The floor varies by a few percent from one measurement to the next:
+   * the best of three, so that the ratios are not flattered. */
+  double barrierUs = 0.0;
+  for (int rep = 0; ndev == 1 && rep < 3; ++rep) {
+    double t = stepUs(&R, main, [&](int r, cudaStream_t s) {
+      barrierKernel<<<1, 32, 0, s>>>(flags, r, R.n, stepWords + r);
+    });
+    barrierUs = rep == 0 ? t : std::min(barrierUs, t);
+  }
 
   struct cudaDeviceProp prop;
   GPU_CUDA_OK(cudaGetDeviceProperties(&prop, R.devices[0]));
@@ -159,7 +165,7 @@ int main(void) {
     double shapeUs[3] = {timeShape(64), timeShape(128), timeShape(256)};
     /* The tuned shape last, into poisoned outputs: the check below is its. */
     for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(R.recv[r], 0xA5, bytes));
-    int threads = purlinLLThreads(bytes), ctas = purlinLLCtas(bytes, threads);
+    int threads = purlinLLThreads(purlinCollAllReduce, bytes), ctas = purlinLLCtas(bytes, threads);
     double us = timeShape(threads);
     GPU_CUDA_OK(cudaDeviceSynchronize());
     size_t wrong = 0;

@@ -59,7 +59,7 @@ purlinResult_t purlinCollPolicy(const purlinCollShape_t* s, purlinCollChoice_t* 
   if (c->path == purlinPathLatency) {
     /* The latency path's own shape (snac/ll.h); forced CTAs keep its
      * threads, and never have fewer threads in all than ranks. */
-    c->threads = purlinLLThreads(s->maxBlockBytes);
+    c->threads = purlinLLThreads(s->coll, s->maxBlockBytes);
     int least = (s->nranks + c->threads - 1) / c->threads;
     c->ctas = s->forcedCtas > 0 ? clampInt((uint64_t)s->forcedCtas, least, LL_MAX_CTAS)
                                 : purlinLLCtas(s->maxBlockBytes, c->threads);

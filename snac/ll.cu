@@ -45,9 +45,6 @@ static __device__ __forceinline__ void llBlock(const purlinLayout_t* l, int s, i
  * one per peer (measured: 8 ranks, 8 KiB AllReduce, see bench/ll_latency). */
 #define LL_BATCH 8
 
-#ifndef PURLIN_LL_CTA_THREADS
-#define PURLIN_LL_CTA_THREADS 64
-#endif
 
 /* The time of a small call is a chain of memory round trips, each a large
  * part of it (bench/ll_latency): the epoch; the pushes and the loads of the
@@ -142,21 +139,26 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
       for (int s0 = 0; s0 < n && !st.failed; s0 += LL_BATCH) {
         SnacPacket k[LL_BATCH];
         uint64_t v[LL_BATCH];
+        const uint64_t* at[LL_BATCH];
+        int from[LL_BATCH];
+        unsigned pending = 0;
 #pragma unroll
-        for (int j = 0; j < LL_BATCH; ++j)
-          if (s0 + j < n && s0 + j != me)
-            k[j] = snacPacketLoad(snacHeader(&st, s0 + j) + 2 * (1 + i));
+        for (int j = 0; j < LL_BATCH; ++j) {
+          from[j] = s0 + j;
+          at[j] = snacHeader(&st, s0 + j) + 2 * (1 + i);
+          if (s0 + j < n && s0 + j != me) {
+            k[j] = snacPacketLoad(at[j]);
+            pending |= 1u << j;
+          }
+        }
+        if (!snacWaitPackets(&st, at, from, pending, k)) break;
 #pragma unroll
         for (int j = 0; j < LL_BATCH; ++j) {
           int s = s0 + j;
           if (s >= n) break;
-          if (s == me) {
-            /* This rank's own contribution comes from its input; in place,
-             * this thread reads element i before it writes it. */
-            v[j] = isAR && i == g ? first : load8(own + 8 * i, m);
-          } else if (!snacWaitPacket(&st, snacHeader(&st, s) + 2 * (1 + i), s, k[j], &v[j])) {
-            break;
-          }
+          /* This rank's own contribution comes from its input; in place,
+           * this thread reads element i before it writes it. */
+          v[j] = s == me ? (isAR && i == g ? first : load8(own + 8 * i, m)) : k[j].value();
           union {
             uint64_t u;
             raw r[E];
@@ -211,16 +213,22 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
       }
       for (uint64_t i = g; i < Pmax && !st.failed; i += G) {
         SnacPacket k[LL_BATCH];
+        const uint64_t* at[LL_BATCH];
+        unsigned pending = 0;
 #pragma unroll
-        for (int j = 0; j < LL_BATCH; ++j)
-          if (8 * i < bytes[j]) k[j] = snacPacketLoad(snacHeader(&st, src[j]) + 2 * (1 + i));
+        for (int j = 0; j < LL_BATCH; ++j) {
+          at[j] = snacHeader(&st, src[j]) + 2 * (1 + i);
+          if (8 * i < bytes[j]) {
+            k[j] = snacPacketLoad(at[j]);
+            pending |= 1u << j;
+          }
+        }
+        if (!snacWaitPackets(&st, at, src, pending, k)) break;
 #pragma unroll
         for (int j = 0; j < LL_BATCH; ++j) {
           if (8 * i >= bytes[j]) continue;
-          uint64_t v, m = bytes[j] - 8 * i < 8 ? bytes[j] - 8 * i : 8;
-          if (!snacWaitPacket(&st, snacHeader(&st, src[j]) + 2 * (1 + i), src[j], k[j], &v))
-            break;
-          store8(out[j] + 8 * i, v, m);
+          uint64_t m = bytes[j] - 8 * i < 8 ? bytes[j] - 8 * i : 8;
+          store8(out[j] + 8 * i, k[j].value(), m);
         }
       }
     }
@@ -237,6 +245,134 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
   }
 
   snacEpochEnd(dc, st.epoch);
+}
+
+/* ------------------------------------------------------------------------
+ * Small AllReduce: one packet per thread, at most LL_BATCH ranks, 8-byte
+ * aligned buffers -- the tensor-parallel decode step. The general kernel
+ * above serves every collective and shape (its block algebra, byte loops,
+ * several packets per thread); this one holds a packet per thread in
+ * registers. This
+ * kernel keeps the hot path short and straight: every load that does not
+ * depend on the epoch issues with it, and the packets of all peers load
+ * together and are waited for together (snacWaitPackets).
+ * ---------------------------------------------------------------------- */
+
+/* The bytes of a partial last packet (the buffer's length is not a
+ * multiple of 8). */
+static __device__ __noinline__ uint64_t llLoadTail(const char* p, uint64_t n) {
+  return load8(p, n);
+}
+static __device__ __noinline__ void llStoreTail(char* p, uint64_t v, uint64_t n) { store8(p, v, n); }
+
+template <purlinDataType_t D, purlinRedOp_t O>
+__global__ void __launch_bounds__(PURLIN_LL_THREADS)
+    purlinLLAllReduceKernel(const __grid_constant__ purlinLLArgs_t a) {
+  typedef purlinDtype<D> T;
+  typedef typename T::raw raw;
+  typedef typename T::acc acc;
+  enum { E = 8 / sizeof(raw) };
+
+  purlinDevComm_t* dc = a.devComm;
+  const int me = a.rank, n = a.layout.nranks;
+  const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
+  const uint64_t g = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+  const uint64_t G = (uint64_t)gridDim.x * blockDim.x;
+  const bool has = g < P;
+  const uint64_t m = has && bytes - 8 * g < 8 ? bytes - 8 * g : 8;
+
+  /* Loads that need nothing: the input, the epoch, the heap geometry, the
+   * peers' heap bases. */
+  uint64_t mine = 0;
+  if (has) {
+    mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
+                  : llLoadTail((const char*)a.sendbuff + 8 * g, m);
+  }
+  const uint64_t epoch = snacEpochBegin(dc);
+  const uint64_t latencyOffset = dc->latencyOffset, latencyBytes = dc->latencyBytes;
+  char* peer[LL_BATCH];
+#pragma unroll
+  for (int k = 1; k < LL_BATCH; ++k) {
+    int d = me + k < n ? me + k : me + k - n;
+    if (k < n) peer[k] = (char*)dc->peerHeap[d];
+  }
+  const uint64_t region = snacRegionBytes(latencyBytes, n);
+  const uint64_t half = latencyOffset + (epoch & 1u) * latencyBytes;
+  const uint32_t flag = (uint32_t)epoch;
+
+  /* Stage + notify: this thread's packet to every peer; the last threads
+   * of the grid push the headers. */
+  const uint64_t mineAt = half + (uint64_t)me * region;
+  const int hp = (int)(G - 1 - g); /* the peer whose header this thread pushes and checks */
+  const bool header = G - 1 - g < (uint64_t)n && hp != me;
+  if (header) {
+    snacPacketStore((uint64_t*)((char*)dc->peerHeap[hp] + mineAt), a.descriptor, flag);
+  }
+  if (has) {
+#pragma unroll
+    for (int k = 1; k < LL_BATCH; ++k)
+      if (k < n) snacPacketStore((uint64_t*)(peer[k] + mineAt) + 2 * (1 + g), mine, flag);
+  }
+
+  /* Consume: every peer's packet, and the header, load at once and are
+   * waited for together (slot LL_BATCH is the header). */
+  const char* inbox = (const char*)dc + half;
+  const uint64_t* at[LL_BATCH + 1];
+  int from[LL_BATCH + 1];
+  SnacPacket k[LL_BATCH + 1];
+  unsigned pending = 0;
+#pragma unroll
+  for (int s = 0; s < LL_BATCH; ++s) {
+    from[s] = s;
+    at[s] = (const uint64_t*)(inbox + (uint64_t)s * region) + 2 * (1 + g);
+    if (has && s < n && s != me) {
+      k[s] = snacPacketLoad(at[s]);
+      pending |= 1u << s;
+    }
+  }
+  from[LL_BATCH] = hp;
+  at[LL_BATCH] = (const uint64_t*)(inbox + (uint64_t)hp * region);
+  if (header) {
+    k[LL_BATCH] = snacPacketLoad(at[LL_BATCH]);
+    pending |= 1u << LL_BATCH;
+  }
+  bool ok = true;
+  if (pending != 0) {
+    SnacState st;
+    snacInit(&st, dc, me, epoch, a.descriptor);
+    ok = snacWaitPackets(&st, at, from, pending, k);
+    /* The header: this call's descriptor, or a report. */
+    if (ok && header && k[LL_BATCH].value() != a.descriptor) {
+      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
+                k[LL_BATCH].value());
+      ok = false;
+    }
+  }
+  if (has && ok) {
+    acc accum[E];
+#pragma unroll
+    for (int s = 0; s < LL_BATCH; ++s) {
+      if (s >= n) break;
+      union {
+        uint64_t u;
+        raw r[E];
+      } x;
+      x.u = s == me ? mine : k[s].value();
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+        accum[e] = s == 0 ? T::load(x.r[e]) : purlinOp<O>::apply(accum[e], T::load(x.r[e]));
+    }
+    union {
+      uint64_t u;
+      raw r[E];
+    } y;
+#pragma unroll
+    for (int e = 0; e < E; ++e) y.r[e] = T::store(accum[e]);
+    if (m == 8) ((uint64_t*)a.recvbuff)[g] = y.u;
+    else llStoreTail((char*)a.recvbuff + 8 * g, y.u, m);
+  }
+
+  snacEpochEnd(dc, epoch);
 }
 
 template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
@@ -258,6 +394,15 @@ __global__ void __launch_bounds__(PURLIN_LL_THREADS)
   llBody<REDUCE, D, O>(v.a, v.counts);
 }
 
+/* Whether a call takes the small-AllReduce kernel. */
+static bool purlinLLSmallAllReduce(const purlinLLArgs_t* a, int ctas, int threads) {
+  const purlinLayout_t& l = a->layout;
+  uint64_t packets = (l.count * l.elemBytes + 7) / 8;
+  return l.coll == purlinCollAllReduce && l.nranks <= LL_BATCH &&
+         packets <= (uint64_t)ctas * (uint64_t)threads &&
+         (((uintptr_t)a->sendbuff | (uintptr_t)a->recvbuff) & 7u) == 0;
+}
+
 namespace {
 struct LLLaunch {
   const purlinLLArgs_t* args;
@@ -272,6 +417,10 @@ struct LLLaunch {
   }
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   void go() {
+    if (R && purlinLLSmallAllReduce(args, ctas, threads)) {
+      purlinLLAllReduceKernel<D, O><<<ctas, threads, 0, stream>>>(*args);
+      return;
+    }
     if (!purlinCollIsV(args->layout.coll)) {
       purlinLLKernel<R, D, O><<<ctas, threads, 0, stream>>>(*args);
       return;
@@ -323,9 +472,19 @@ extern "C" uint64_t purlinLLDescriptor(const purlinLayout_t* layout, const uint6
   return purlinLayoutDescriptor(&l, (int)dtype, (int)op);
 }
 
-extern "C" int purlinLLThreads(uint64_t maxBlockBytes) {
-  (void)maxBlockBytes;
-  return PURLIN_LL_CTA_THREADS;
+/* AllReduce, bench/ll_latency on one H200, 8 ranks: CTAs of 64 and 128
+ * threads tie up to 16 KiB and beat 256 (11.7 against 12.0 us at 8 KiB);
+ * past a packet per thread, each further packet a thread carries costs a
+ * round trip, so the CTAs grow instead (32 KiB: 13.1 us on 128 threads,
+ * 15.0 on 64). The other collectives run the general kernel, whose V
+ * forms slowed from 24 to 29 us (AllToAllV, 3.8 KB, bench/collectives) on
+ * small CTAs: they keep CTAs of PURLIN_LL_THREADS. */
+extern "C" int purlinLLThreads(purlinCollective_t coll, uint64_t maxBlockBytes) {
+  if (coll != purlinCollAllReduce) return PURLIN_LL_THREADS;
+  uint64_t packets = (maxBlockBytes + 7) / 8;
+  for (int threads = 64; threads < PURLIN_LL_THREADS; threads *= 2)
+    if (packets <= (uint64_t)threads * PURLIN_LL_MAX_CTAS) return threads;
+  return PURLIN_LL_THREADS;
 }
 
 extern "C" int purlinLLCtas(uint64_t maxBlockBytes, int threads) {

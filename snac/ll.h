@@ -66,13 +66,15 @@ uint64_t purlinLLMaxBlockBytes(const purlinLayout_t* layout, const uint64_t* hos
 cudaError_t purlinLLLaunch(const purlinLLArgs_t* args, const uint64_t* hostCounts, int ctas,
                            int threads, cudaStream_t stream);
 
-/* The launch shape for a call whose largest block is `maxBlockBytes`: one
- * packet (8 payload bytes) per thread, spread over many small CTAs so that
- * no SM's path to L2 carries much of the packets (purlinLLThreads), up to
- * PURLIN_LL_MAX_CTAS CTAs of `threads` threads (purlinLLCtas). */
+/* The launch shape for a call of `coll` whose largest block is
+ * `maxBlockBytes`: one packet (8 payload bytes) per thread where
+ * PURLIN_LL_MAX_CTAS CTAs allow, and as many CTAs as the packets need
+ * (purlinLLCtas). AllReduce runs on the smallest CTAs that hold its packets
+ * (64, 128 or 256 threads), the other collectives on CTAs of
+ * PURLIN_LL_THREADS (purlinLLThreads). */
 #define PURLIN_LL_MAX_CTAS 32
 PURLIN_STATIC_ASSERT(PURLIN_LL_MAX_CTAS <= PURLIN_CTRL_EPOCH_WORDS, "one epoch word per CTA");
-int purlinLLThreads(uint64_t maxBlockBytes);
+int purlinLLThreads(purlinCollective_t coll, uint64_t maxBlockBytes);
 int purlinLLCtas(uint64_t maxBlockBytes, int threads);
 
 #ifdef __cplusplus

@@ -101,7 +101,7 @@ struct Case {
     }
     uint64_t desc = purlinLLDescriptor(&l, l.counts, D, O);
     uint64_t maxBlock = purlinLLMaxBlockBytes(&l, l.counts);
-    int threads = purlinLLThreads(maxBlock), ctas = purlinLLCtas(maxBlock, threads);
+    int threads = purlinLLThreads(l.coll, maxBlock), ctas = purlinLLCtas(maxBlock, threads);
     for (int iter = 0; iter < 3; ++iter) {
       for (int r = 0; r < n; ++r) {
         GPU_CUDA_OK(cudaMemset(R->recv[r], kPoison, R->cap));
