@@ -9,42 +9,86 @@
 #include "atoms/dtype.cuh"
 #include "snac/wait.cuh"
 
+/* Code size matters on this path: a small call runs each instruction
+ * about once, so every instruction-cache line its code spans is a fetch
+ * from L2 on the critical path. The layout algebra and the byte loops are
+ * therefore out of line, one copy per kernel, called from every site (an
+ * inlined copy per unrolled peer made the general kernel 263 KB of machine
+ * code and its small calls ~2.5 us slower). */
+
 /* Up to 8 bytes at any alignment; missing bytes read as 0. */
-static __device__ __forceinline__ uint64_t load8(const char* p, uint64_t n) {
-  if (n == 8 && ((uintptr_t)p & 7u) == 0) return *(const uint64_t*)p;
+static __device__ __noinline__ uint64_t llLoadBytes(const char* p, uint64_t n) {
   uint64_t v = 0;
   for (uint64_t k = 0; k < n; ++k) v |= (uint64_t)(unsigned char)p[k] << (8 * k);
   return v;
 }
 
-static __device__ __forceinline__ void store8(char* p, uint64_t v, uint64_t n) {
-  if (n == 8 && ((uintptr_t)p & 7u) == 0) {
-    *(uint64_t*)p = v;
-    return;
-  }
+static __device__ __noinline__ void llStoreBytes(char* p, uint64_t v, uint64_t n) {
   for (uint64_t k = 0; k < n; ++k) p[k] = (char)(v >> (8 * k));
 }
 
-/* The block `s` sends `d`. The latency path runs AllReduce one-shot: every
- * rank sends its whole buffer to every peer and reduces all of them, one
- * hop instead of the two of ReduceScatter + AllGather; each element is still
- * reduced over ranks 0..n-1 in order, so the bits equal the other paths'. */
-static __device__ __forceinline__ void llBlock(const purlinLayout_t* l, int s, int d,
-                                               purlinBlock_t* b) {
-  if (l->coll == purlinCollAllReduce) {
-    b->srcOffset = b->dstOffset = 0;
-    b->count = l->count;
-    b->reduce = 1;
-    return;
-  }
-  purlinLayoutBlock(l, s, d, b);
+static __device__ __forceinline__ uint64_t load8(const char* p, uint64_t n) {
+  if (n == 8 && ((uintptr_t)p & 7u) == 0) return *(const uint64_t*)p;
+  return llLoadBytes(p, n);
 }
+
+static __device__ __forceinline__ void store8(char* p, uint64_t v, uint64_t n) {
+  if (n == 8 && ((uintptr_t)p & 7u) == 0) *(uint64_t*)p = v;
+  else llStoreBytes(p, v, n);
+}
+
+/* What this rank sends each peer and receives from it, in bytes. The
+ * launcher evaluates the layout algebra on the host (purlinLayoutBlock: a
+ * prefix sum over V counts per block) and passes the table in the kernel's
+ * parameters, so each peer costs the kernel one constant-bank read instead
+ * of a serial loop per peer on the critical path. Every offset and size
+ * fits 32 bits: the latency path carries blocks of at most
+ * purlinLLBlockCapacity bytes, and a buffer holds at most nranks of them.
+ * The latency path runs AllReduce one-shot: every rank sends its whole
+ * buffer to every peer and reduces all of them, one hop instead of the two
+ * of ReduceScatter + AllGather; each element is still reduced over ranks
+ * 0..n-1 in order, so the bits equal the other paths'. */
+struct LLPeer {
+  uint32_t sendOff;   /* my block for the peer, in my input */
+  uint32_t sendBytes;
+  uint32_t recvOff;   /* the peer's block for me, in my output */
+  uint32_t recvBytes;
+};
+
+struct LLParams {
+  purlinLLArgs_t a;
+  LLPeer peer[PURLIN_DEV_MAX_RANKS];
+};
 
 /* Peers are read in batches of LL_BATCH: every packet of a batch is loaded
  * before any is tested, so one memory latency covers the batch instead of
  * one per peer (measured: 8 ranks, 8 KiB AllReduce, see bench/ll_latency). */
 #define LL_BATCH 8
 
+/* Reduction of one packet's elements, in rank order: `v` from rank s. */
+template <purlinDataType_t D, purlinRedOp_t O>
+struct LLAccum {
+  typedef purlinDtype<D> T;
+  typedef typename T::raw raw;
+  enum { E = 8 / sizeof(raw) };
+  typename T::acc a[E];
+  union Bits {
+    uint64_t u;
+    raw r[E];
+  };
+  __device__ __forceinline__ void add(uint64_t v, bool first) {
+    Bits x;
+    x.u = v;
+#pragma unroll
+    for (int e = 0; e < E; ++e) a[e] = first ? T::load(x.r[e]) : purlinOp<O>::apply(a[e], T::load(x.r[e]));
+  }
+  __device__ __forceinline__ uint64_t bits() const {
+    Bits y;
+#pragma unroll
+    for (int e = 0; e < E; ++e) y.r[e] = T::store(a[e]);
+    return y.u;
+  }
+};
 
 /* The time of a small call is a chain of memory round trips, each a large
  * part of it (bench/ll_latency): the epoch; the pushes and the loads of the
@@ -52,26 +96,24 @@ static __device__ __forceinline__ void llBlock(const purlinLayout_t* l, int s, i
  * them: the thread's first input bytes and the peers' heap bases load with
  * the epoch, the header a thread checks loads with its data packets. */
 template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
-static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
-  typedef purlinDtype<D> T;
-  typedef typename T::raw raw;
-  typedef typename T::acc acc;
-  enum { E = 8 / sizeof(raw) };
-
+static __device__ void llBody(const LLParams& p) {
+  const purlinLLArgs_t& a = p.a;
   purlinDevComm_t* dc = a.devComm;
-  purlinLayout_t l = a.layout;
-  if (purlinCollIsV(l.coll)) l.counts = counts;
-  const int me = a.rank, n = l.nranks;
-  const uint64_t eb = l.elemBytes;
+  const purlinCollective_t coll = a.layout.coll;
+  const int me = a.rank, n = a.layout.nranks;
+  const uint32_t eb = a.layout.elemBytes;
+  const uint64_t count = a.layout.count;
   const uint64_t g = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
   const uint64_t G = (uint64_t)gridDim.x * blockDim.x;
-  const bool isAR = l.coll == purlinCollAllReduce;
+  const bool isAR = coll == purlinCollAllReduce;
+  const char* send = (const char*)a.sendbuff;
+  char* recv = (char*)a.recvbuff;
 
   /* AllReduce sends its whole input to every peer and adds it in itself:
    * this thread's first 8 bytes load once, beside the epoch. */
-  const uint64_t arBytes = isAR ? l.count * eb : 0;
+  const uint64_t arBytes = isAR ? count * eb : 0;
   const uint64_t firstLen = 8 * g < arBytes ? (arBytes - 8 * g < 8 ? arBytes - 8 * g : 8) : 0;
-  const uint64_t first = firstLen ? load8((const char*)a.sendbuff + 8 * g, firstLen) : 0;
+  const uint64_t first = firstLen ? load8(send + 8 * g, firstLen) : 0;
 
   SnacState st;
   /* Every CTA reads its epoch word before any CTA of this kernel writes
@@ -98,7 +140,7 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
       const uint64_t P = (arBytes + 7) / 8;
       for (uint64_t i = g; i < P; i += G) {
         uint64_t m = arBytes - 8 * i < 8 ? arBytes - 8 * i : 8;
-        uint64_t v = i == g ? first : load8((const char*)a.sendbuff + 8 * i, m);
+        uint64_t v = i == g ? first : load8(send + 8 * i, m);
 #pragma unroll
         for (int j = 0; j < LL_BATCH; ++j)
           if (k0 + j < n) snacPacketStore(r[j] + 2 * (1 + i), v, flag);
@@ -108,13 +150,11 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
 #pragma unroll
     for (int j = 0; j < LL_BATCH; ++j) {
       if (k0 + j >= n) break;
-      purlinBlock_t b;
-      llBlock(&l, me, d[j], &b);
-      uint64_t bytes = b.count * eb, P = (bytes + 7) / 8;
-      const char* src = (const char*)a.sendbuff + b.srcOffset * eb;
+      const uint64_t bytes = p.peer[d[j]].sendBytes, P = (bytes + 7) / 8;
+      const char* from = send + p.peer[d[j]].sendOff;
       for (uint64_t i = g; i < P; i += G) {
         uint64_t m = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
-        snacPacketStore(r[j] + 2 * (1 + i), load8(src + 8 * i, m), flag);
+        snacPacketStore(r[j] + 2 * (1 + i), load8(from + 8 * i, m), flag);
       }
     }
   }
@@ -123,22 +163,20 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
    * push) loads now, beside the data packets, and is tested at the end. */
   const int hp = (int)(G - 1 - g);
   const bool checksHeader = G - 1 - g < (uint64_t)n && hp != me;
-  SnacPacket hk;
-  if (checksHeader) hk = snacPacketLoad(snacHeader(&st, hp));
+  const uint64_t* hat[1] = {snacHeader(&st, hp)};
+  const int hfrom[1] = {hp};
+  SnacPacket hk[1];
+  if (checksHeader) hk[0] = snacPacketLoad(hat[0]);
 
   /* Consume. */
   if (REDUCE) {
-    purlinBlock_t mine;
-    llBlock(&l, me, me, &mine);
-    uint64_t bytes = mine.count * eb, P = (bytes + 7) / 8;
-    char* out = (char*)a.recvbuff + mine.dstOffset * eb;
-    const char* own = (const char*)a.sendbuff + mine.srcOffset * eb;
+    const LLPeer mine = p.peer[me];
+    const uint64_t P = (mine.recvBytes + 7) / 8;
     for (uint64_t i = g; i < P && !st.failed; i += G) {
-      uint64_t m = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
-      acc accum[E];
+      const uint64_t m = mine.recvBytes - 8 * i < 8 ? mine.recvBytes - 8 * i : 8;
+      LLAccum<D, O> sum;
       for (int s0 = 0; s0 < n && !st.failed; s0 += LL_BATCH) {
         SnacPacket k[LL_BATCH];
-        uint64_t v[LL_BATCH];
         const uint64_t* at[LL_BATCH];
         int from[LL_BATCH];
         unsigned pending = 0;
@@ -158,38 +196,25 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
           if (s >= n) break;
           /* This rank's own contribution comes from its input; in place,
            * this thread reads element i before it writes it. */
-          v[j] = s == me ? (isAR && i == g ? first : load8(own + 8 * i, m)) : k[j].value();
-          union {
-            uint64_t u;
-            raw r[E];
-          } x;
-          x.u = v[j];
-#pragma unroll
-          for (int e = 0; e < E; ++e)
-            accum[e] = s == 0 ? T::load(x.r[e]) : purlinOp<O>::apply(accum[e], T::load(x.r[e]));
+          uint64_t v = s == me ? (isAR && i == g ? first : load8(send + mine.sendOff + 8 * i, m))
+                               : k[j].value();
+          sum.add(v, s == 0);
         }
       }
       if (st.failed) break;
-      union {
-        uint64_t u;
-        raw r[E];
-      } y;
-#pragma unroll
-      for (int e = 0; e < E; ++e) y.r[e] = T::store(accum[e]);
-      store8(out + 8 * i, y.u, m);
+      store8(recv + mine.recvOff + 8 * i, sum.bits(), m);
     }
   } else {
     /* This rank's own block, unless in place. */
     {
-      purlinBlock_t b;
-      llBlock(&l, me, me, &b);
-      uint64_t bytes = b.count * eb, P = (bytes + 7) / 8;
-      char* out = (char*)a.recvbuff + b.dstOffset * eb;
-      const char* in = (const char*)a.sendbuff + b.srcOffset * eb;
-      if (in != out) {
+      const LLPeer b = p.peer[me];
+      const uint64_t P = (b.recvBytes + 7) / 8;
+      const char* from = send + b.sendOff;
+      char* to = recv + b.recvOff;
+      if (from != to) {
         for (uint64_t i = g; i < P; i += G) {
-          uint64_t m = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
-          store8(out + 8 * i, load8(in + 8 * i, m), m);
+          uint64_t m = b.recvBytes - 8 * i < 8 ? b.recvBytes - 8 * i : 8;
+          store8(to + 8 * i, load8(from + 8 * i, m), m);
         }
       }
     }
@@ -204,10 +229,8 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
         bytes[j] = 0;
         src[j] = (me + n - (k0 + j)) % n;
         if (k0 + j < n) {
-          purlinBlock_t b;
-          llBlock(&l, src[j], me, &b);
-          bytes[j] = b.count * eb;
-          out[j] = (char*)a.recvbuff + b.dstOffset * eb;
+          bytes[j] = p.peer[src[j]].recvBytes;
+          out[j] = recv + p.peer[src[j]].recvOff;
           if ((bytes[j] + 7) / 8 > Pmax) Pmax = (bytes[j] + 7) / 8;
         }
       }
@@ -238,11 +261,9 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
    * long ago. A peer that sent less than this call expects was already
    * caught inside the waits; this catches a peer that sent more, or the
    * same amount of another collective. */
-  if (checksHeader && !st.failed) {
-    uint64_t desc;
-    if (snacWaitPacket(&st, snacHeader(&st, hp), hp, hk, &desc) && desc != a.descriptor)
-      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, desc);
-  }
+  if (checksHeader && !st.failed && snacWaitPackets(&st, hat, hfrom, 1u, hk) &&
+      hk[0].value() != a.descriptor)
+    snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, hk[0].value());
 
   snacEpochEnd(dc, st.epoch);
 }
@@ -252,27 +273,13 @@ static __device__ void llBody(const purlinLLArgs_t& a, const uint64_t* counts) {
  * aligned buffers -- the tensor-parallel decode step. The general kernel
  * above serves every collective and shape (its block algebra, byte loops,
  * several packets per thread); this one holds a packet per thread in
- * registers. This
- * kernel keeps the hot path short and straight: every load that does not
- * depend on the epoch issues with it, and the packets of all peers load
- * together and are waited for together (snacWaitPackets).
+ * registers and keeps the hot path short and straight: every load that
+ * does not depend on the epoch issues with it, and the packets of all
+ * peers load together and are waited for together (snacWaitPackets).
  * ---------------------------------------------------------------------- */
-
-/* The bytes of a partial last packet (the buffer's length is not a
- * multiple of 8). */
-static __device__ __noinline__ uint64_t llLoadTail(const char* p, uint64_t n) {
-  return load8(p, n);
-}
-static __device__ __noinline__ void llStoreTail(char* p, uint64_t v, uint64_t n) { store8(p, v, n); }
-
 template <purlinDataType_t D, purlinRedOp_t O>
 __global__ void __launch_bounds__(PURLIN_LL_THREADS)
     purlinLLAllReduceKernel(const __grid_constant__ purlinLLArgs_t a) {
-  typedef purlinDtype<D> T;
-  typedef typename T::raw raw;
-  typedef typename T::acc acc;
-  enum { E = 8 / sizeof(raw) };
-
   purlinDevComm_t* dc = a.devComm;
   const int me = a.rank, n = a.layout.nranks;
   const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
@@ -286,7 +293,7 @@ __global__ void __launch_bounds__(PURLIN_LL_THREADS)
   uint64_t mine = 0;
   if (has) {
     mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
-                  : llLoadTail((const char*)a.sendbuff + 8 * g, m);
+                  : llLoadBytes((const char*)a.sendbuff + 8 * g, m);
   }
   const uint64_t epoch = snacEpochBegin(dc);
   const uint64_t latencyOffset = dc->latencyOffset, latencyBytes = dc->latencyBytes;
@@ -349,27 +356,14 @@ __global__ void __launch_bounds__(PURLIN_LL_THREADS)
     }
   }
   if (has && ok) {
-    acc accum[E];
+    LLAccum<D, O> sum;
 #pragma unroll
     for (int s = 0; s < LL_BATCH; ++s) {
       if (s >= n) break;
-      union {
-        uint64_t u;
-        raw r[E];
-      } x;
-      x.u = s == me ? mine : k[s].value();
-#pragma unroll
-      for (int e = 0; e < E; ++e)
-        accum[e] = s == 0 ? T::load(x.r[e]) : purlinOp<O>::apply(accum[e], T::load(x.r[e]));
+      sum.add(s == me ? mine : k[s].value(), s == 0);
     }
-    union {
-      uint64_t u;
-      raw r[E];
-    } y;
-#pragma unroll
-    for (int e = 0; e < E; ++e) y.r[e] = T::store(accum[e]);
-    if (m == 8) ((uint64_t*)a.recvbuff)[g] = y.u;
-    else llStoreTail((char*)a.recvbuff + 8 * g, y.u, m);
+    if (m == 8) ((uint64_t*)a.recvbuff)[g] = sum.bits();
+    else llStoreBytes((char*)a.recvbuff + 8 * g, sum.bits(), m);
   }
 
   snacEpochEnd(dc, epoch);
@@ -377,21 +371,8 @@ __global__ void __launch_bounds__(PURLIN_LL_THREADS)
 
 template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
 __global__ void __launch_bounds__(PURLIN_LL_THREADS)
-    purlinLLKernel(const __grid_constant__ purlinLLArgs_t a) {
-  llBody<REDUCE, D, O>(a, NULL);
-}
-
-/* V forms: the counts travel in the kernel's parameters (up to 8 KiB), so
- * a captured graph replays them without any host copy. */
-struct purlinLLVArgs_t {
-  purlinLLArgs_t a;
-  uint64_t counts[PURLIN_CTRL_COUNTS_MAX];
-};
-
-template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
-__global__ void __launch_bounds__(PURLIN_LL_THREADS)
-    purlinLLKernelV(const __grid_constant__ purlinLLVArgs_t v) {
-  llBody<REDUCE, D, O>(v.a, v.counts);
+    purlinLLKernel(const __grid_constant__ LLParams p) {
+  llBody<REDUCE, D, O>(p);
 }
 
 /* Whether a call takes the small-AllReduce kernel. */
@@ -403,10 +384,40 @@ static bool purlinLLSmallAllReduce(const purlinLLArgs_t* a, int ctas, int thread
          (((uintptr_t)a->sendbuff | (uintptr_t)a->recvbuff) & 7u) == 0;
 }
 
+/* This rank's peer table (LLPeer) from the layout; false when a block or
+ * an offset does not fit 32 bits (no call the policy sends here). */
+static bool purlinLLPeers(const purlinLLArgs_t* args, const uint64_t* hostCounts, LLParams* p) {
+  purlinLayout_t l = args->layout;
+  if (purlinCollIsV(l.coll)) {
+    if (hostCounts == NULL) return false;
+    l.counts = hostCounts;
+  }
+  const int me = args->rank, n = l.nranks;
+  const uint64_t eb = l.elemBytes;
+  for (int q = 0; q < n; ++q) {
+    purlinBlock_t out, in;
+    if (l.coll == purlinCollAllReduce) {
+      out.srcOffset = in.dstOffset = 0;
+      out.count = in.count = l.count;
+    } else {
+      purlinLayoutBlock(&l, me, q, &out);
+      purlinLayoutBlock(&l, q, me, &in);
+    }
+    const uint64_t v[4] = {out.srcOffset * eb, out.count * eb, in.dstOffset * eb, in.count * eb};
+    for (int i = 0; i < 4; ++i)
+      if (v[i] > UINT32_MAX) return false;
+    p->peer[q].sendOff = (uint32_t)v[0];
+    p->peer[q].sendBytes = (uint32_t)v[1];
+    p->peer[q].recvOff = (uint32_t)v[2];
+    p->peer[q].recvBytes = (uint32_t)v[3];
+  }
+  return true;
+}
+
 namespace {
 struct LLLaunch {
   const purlinLLArgs_t* args;
-  const uint64_t* hostCounts;
+  const LLParams* params;
   int ctas, threads;
   cudaStream_t stream;
   bool reduce;
@@ -417,20 +428,10 @@ struct LLLaunch {
   }
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   void go() {
-    if (R && purlinLLSmallAllReduce(args, ctas, threads)) {
+    if (R && purlinLLSmallAllReduce(args, ctas, threads))
       purlinLLAllReduceKernel<D, O><<<ctas, threads, 0, stream>>>(*args);
-      return;
-    }
-    if (!purlinCollIsV(args->layout.coll)) {
-      purlinLLKernel<R, D, O><<<ctas, threads, 0, stream>>>(*args);
-      return;
-    }
-    purlinLLVArgs_t v;
-    v.a = *args;
-    int n = args->layout.nranks;
-    int k = args->layout.coll == purlinCollAllToAllV ? n * n : n;
-    for (int i = 0; i < k; ++i) v.counts[i] = hostCounts[i];
-    purlinLLKernelV<R, D, O><<<ctas, threads, 0, stream>>>(v);
+    else
+      purlinLLKernel<R, D, O><<<ctas, threads, 0, stream>>>(*params);
   }
 };
 }  // namespace
@@ -438,10 +439,13 @@ struct LLLaunch {
 extern "C" cudaError_t purlinLLLaunch(const purlinLLArgs_t* args, const uint64_t* hostCounts,
                                       int ctas, int threads, cudaStream_t stream) {
   if (ctas < 1 || ctas > PURLIN_LL_MAX_CTAS || threads < 32 || threads > PURLIN_LL_THREADS ||
-      threads % 32 != 0 || (uint64_t)ctas * threads < (uint64_t)args->layout.nranks)
+      threads % 32 != 0 || (uint64_t)ctas * threads < (uint64_t)args->layout.nranks ||
+      args->layout.nranks > PURLIN_DEV_MAX_RANKS)
     return cudaErrorInvalidConfiguration;
-  LLLaunch l = {args, hostCounts, ctas, threads, stream,
-                purlinCollReduces(args->layout.coll) != 0};
+  LLParams p;
+  p.a = *args;
+  if (!purlinLLPeers(args, hostCounts, &p)) return cudaErrorInvalidValue;
+  LLLaunch l = {args, &p, ctas, threads, stream, purlinCollReduces(args->layout.coll) != 0};
   if (!purlinDispatchDtypeOp(args->dtype, args->op, l)) return cudaErrorInvalidValue;
   return cudaGetLastError();
 }

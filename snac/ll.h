@@ -28,17 +28,13 @@
 extern "C" {
 #endif
 
-/* Most V counts a call has (AllToAllV: nranks^2); the latency path passes
- * them in its kernel's parameters. */
-#define PURLIN_CTRL_COUNTS_MAX (PURLIN_DEV_MAX_RANKS * PURLIN_DEV_MAX_RANKS)
-
 /* One collective on one rank. */
 typedef struct purlinLLArgs_t {
   purlinDevComm_t* devComm; /* this rank's context (device address) */
   int32_t rank;             /* devComm->rank: addresses need not wait for a load */
   const void* sendbuff;
   void* recvbuff;
-  purlinLayout_t layout; /* layout.counts: device address, for V forms */
+  purlinLayout_t layout; /* layout.counts unused: V counts come as hostCounts */
   purlinDataType_t dtype;
   purlinRedOp_t op;
   uint64_t descriptor; /* purlinLLDescriptor of the call */
@@ -59,9 +55,12 @@ uint64_t purlinLLMaxBlockBytes(const purlinLayout_t* layout, const uint64_t* hos
 
 /* Launches the latency-path kernel of one rank on `stream`: `ctas` CTAs of
  * `threads` threads (32..PURLIN_LL_THREADS, a multiple of 32; at least
- * nranks in all). V forms pass their `hostCounts` (nranks entries, or
- * nranks^2 for AllToAllV) in the kernel's parameters. Stream-ordered and
- * capturable. Returns the CUDA error of the launch. */
+ * nranks in all). V forms give their `hostCounts` (nranks entries, or
+ * nranks^2 for AllToAllV); the launcher turns the layout into this rank's
+ * offset and size per peer and passes them in the kernel's parameters, so
+ * a captured graph replays them without any host copy. Stream-ordered and
+ * capturable. Returns the CUDA error of the launch (cudaErrorInvalidValue
+ * for a block past 4 GiB, which the policy never sends here). */
 #define PURLIN_LL_THREADS 256
 cudaError_t purlinLLLaunch(const purlinLLArgs_t* args, const uint64_t* hostCounts, int ctas,
                            int threads, cudaStream_t stream);

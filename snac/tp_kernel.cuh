@@ -165,16 +165,21 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
       pe.direct = a.direct;
     } else {
       const uint64_t* h = snacHeader(&st, tid);
-      uint64_t desc = 0, direct = 0, send = 0, recv = 0;
-      /* All four loads in flight before any wait. */
-      SnacPacket k0 = snacPacketLoad(h), k1 = snacPacketLoad(h + 2), k2 = snacPacketLoad(h + 4),
-                 k3 = snacPacketLoad(h + 6);
-      if (snacWaitPacket(&st, h, tid, k0, &desc) && desc != st.descriptor)
-        snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, tid, desc);
-      if (!st.failed) {
-        snacWaitPacket(&st, h + 2, tid, k1, &direct);
-        snacWaitPacket(&st, h + 4, tid, k2, &send);
-        snacWaitPacket(&st, h + 6, tid, k3, &recv);
+      /* All four loads in flight, and waited for together. A peer that
+       * runs another collective never sends packets 1-3: the wait's check
+       * of packet 0 reports it (snacPeerMismatch). */
+      const uint64_t* at[4] = {h, h + 2, h + 4, h + 6};
+      const int from[4] = {tid, tid, tid, tid};
+      SnacPacket k[4] = {snacPacketLoad(h), snacPacketLoad(h + 2), snacPacketLoad(h + 4),
+                         snacPacketLoad(h + 6)};
+      uint64_t direct = 0, send = 0, recv = 0;
+      if (snacWaitPackets(&st, at, from, 0xfu, k)) {
+        if (k[0].value() != st.descriptor)
+          snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, tid,
+                    k[0].value());
+        direct = k[1].value();
+        send = k[2].value();
+        recv = k[3].value();
       }
       pe.send = (const char*)(uintptr_t)send;
       pe.recv = (char*)(uintptr_t)recv;

@@ -187,24 +187,6 @@ static __device__ bool snacWaitFlag(SnacState* st, uint64_t* word, uint64_t valu
   }
 }
 
-/* Waits for packet `p` of `peer` with this collective's flag; *v gets its
- * payload. `k` is a first load already issued by the caller. */
-static __device__ bool snacWaitPacket(SnacState* st, const uint64_t* p, int peer, SnacPacket k,
-                                      uint64_t* v) {
-  uint64_t start = 0;
-  for (uint32_t spins = 1;; ++spins) {
-    if (k.ready((uint32_t)st->epoch)) {
-      *v = k.value();
-      return true;
-    }
-    if (st->failed) return false;
-    if ((spins & 1023u) == 0 &&
-        !snacStillWaiting(st, &start, peer, PURLIN_ERROR_WAIT_PACKET, 0))
-      return false;
-    k = snacPacketLoad(p);
-  }
-}
-
 /* Waits for several packets at once: bit j of `pending` asks for packet
  * p[j] of peer[j], whose first load k[j] the caller issued; on success
  * every asked k[j] is ready. Each pass reloads every packet still missing,
@@ -223,9 +205,15 @@ static __device__ __forceinline__ bool snacWaitPackets(SnacState* st, const uint
       if (((pending >> j) & 1u) && k[j].ready(flag)) pending &= ~(1u << j);
     if (pending == 0) return true;
     if (st->failed) return false;
-    if ((spins & 1023u) == 0 &&
-        !snacStillWaiting(st, &start, peer[__ffs(pending) - 1], PURLIN_ERROR_WAIT_PACKET, 0))
-      return false;
+    if ((spins & 1023u) == 0) {
+      /* The first missing packet's peer, picked without indexing `peer`
+       * by a variable (which would move it to local memory). */
+      int who = -1;
+#pragma unroll
+      for (int j = NB - 1; j >= 0; --j)
+        if ((pending >> j) & 1u) who = peer[j];
+      if (!snacStillWaiting(st, &start, who, PURLIN_ERROR_WAIT_PACKET, 0)) return false;
+    }
 #pragma unroll
     for (int j = 0; j < NB; ++j)
       if ((pending >> j) & 1u) k[j] = snacPacketLoad(p[j]);

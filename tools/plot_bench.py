@@ -5,8 +5,13 @@ its top-level "benchmark" key when present:
 - "collectives" (bench/collectives): time against size, log-log, one
   subplot per collective, one line per path (auto, latency, throughput),
   with the barrier-only floor on the AllReduce subplot.
-- no key (bench/atoms): bandwidth against CTA count per Atom, with the
-  cudaMemcpyAsync and plain-copy baselines.
+- "nccl_compare" (bench/nccl_compare): time against size, log-log, one
+  subplot per collective, one line per library and mode (purlin and NCCL,
+  eager and CUDA graph); cells not measured or failed are left out.
+- no key and an "atoms" key (bench/atoms): bandwidth against CTA count per
+  Atom, with the cudaMemcpyAsync and plain-copy baselines.
+
+Anything else is refused with a message and exit status 1.
 
 usage: tools/plot_bench.py result.json result.png
 """
@@ -28,6 +33,12 @@ COLLECTIVE_TITLES = {
     "reducescatterv": "ReduceScatterV",
     "alltoallv": "AllToAllV",
 }
+NCCL_COMPARE_STYLES = (
+    ("purlin", "eager", "purlin eager", "C0", "o", "--"),
+    ("purlin", "graph", "purlin graph", "C0", "o", "-"),
+    ("nccl", "eager", "NCCL eager", "C3", "s", "--"),
+    ("nccl", "graph", "NCCL graph", "C3", "s", "-"),
+)
 PATH_STYLES = (
     ("auto", "auto (tuned)", "C0", "o", "-"),
     ("latency", "latency (forced)", "C1", "s", "--"),
@@ -78,6 +89,65 @@ def plot_collectives(data, dst):
     print(f"plot: {dst}")
 
 
+def nccl_compare_title(data):
+    """Suptitle from whichever machine fields nccl_compare wrote."""
+    m = data.get("machine", {})
+    names = m.get("gpus") or []
+    gpus = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names)) or "?"
+    title = f"purlin vs NCCL: {m.get('nranks', '?')} ranks on {gpus}"
+    if m.get("purlin_version"):
+        title += f", purlin {m['purlin_version']}"
+    title += f", NCCL {m.get('nccl_version') or 'not loaded'}"
+    title += f", {data.get('dtype', '?')} {data.get('op', '')}".rstrip()
+    if m.get("nccl_note"):
+        title += f"\n{m['nccl_note']}"
+    return title
+
+
+def plot_nccl_compare(data, dst):
+    """Time per call against size for each collective, library and mode."""
+    rows = data.get("rows", [])
+    colls = []
+    for row in rows:
+        if row.get("collective") not in colls:
+            colls.append(row.get("collective"))
+    if not colls:
+        print(f"no rows in the nccl_compare JSON; no plot written to {dst}")
+        return
+    ncols = min(len(colls), 4)
+    nrows = (len(colls) + ncols - 1) // ncols
+    # At least 8 in wide so that the suptitle fits over a single subplot.
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(4.6 * ncols, 8), 3.8 * nrows),
+                             squeeze=False)
+    for i, coll in enumerate(colls):
+        ax = axes[i // ncols][i % ncols]
+        for lib, mode, label, color, marker, style in NCCL_COMPARE_STYLES:
+            pts = []
+            for r in rows:
+                cell = (r.get(lib) or {}).get(mode) or {}
+                if (r.get("collective") == coll and cell.get("status") == "ok"
+                        and cell.get("time_us")):
+                    pts.append((r["size"], cell["time_us"]))
+            if pts:
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, color=color, marker=marker, markersize=3, linestyle=style,
+                        label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("size (B)")
+        ax.set_ylabel("time per call (us)")
+        ax.set_title(COLLECTIVE_TITLES.get(coll, coll))
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_lines():
+            ax.legend(fontsize=7)
+    for j in range(len(colls), nrows * ncols):
+        axes[j // ncols][j % ncols].axis("off")
+    fig.suptitle(nccl_compare_title(data))
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    print(f"plot: {dst}")
+
+
 def plot_atoms(data, dst):
     """Bandwidth against CTA count per Atom."""
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -104,10 +174,17 @@ def main():
     src, dst = sys.argv[1], sys.argv[2]
     with open(src) as f:
         data = json.load(f)
-    if data.get("benchmark") == "collectives":
+    kind = data.get("benchmark")
+    if kind == "collectives":
         plot_collectives(data, dst)
-    else:
+    elif kind == "nccl_compare":
+        plot_nccl_compare(data, dst)
+    elif kind is None and "atoms" in data:
         plot_atoms(data, dst)
+    else:
+        what = f'"benchmark": "{kind}"' if kind is not None else 'no "benchmark" or "atoms" key'
+        sys.exit(f"plot_bench: {src}: {what}: not a collectives, nccl_compare or atoms "
+                 f"JSON; no plot written")
 
 
 if __name__ == "__main__":
