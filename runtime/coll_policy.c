@@ -15,6 +15,16 @@
 #define TP_BYTES_PER_CTA ((uint64_t)512 << 10)
 #define TP_MAX_CTAS PURLIN_TP_MAX_CTAS
 
+int purlinCollRanksOnDevice(const int* devices, int nranks) {
+  int most = 0;
+  for (int r = 0; r < nranks; ++r) {
+    int on = 0;
+    for (int q = 0; q < nranks; ++q) on += devices[q] == devices[r];
+    if (on > most) most = on;
+  }
+  return most;
+}
+
 uint64_t purlinCollLatencyLimit(purlinCollective_t coll, int nranks) {
   (void)coll;
   (void)nranks;

@@ -22,8 +22,11 @@ typedef struct purlinCollShape_t {
   uint64_t maxBlockBytes;  /* largest block between two ranks (latency path's unit) */
   uint64_t outBytes;       /* bytes of the largest buffer of any rank (same on every rank) */
   uint64_t llCapacity;     /* largest block the latency buffer holds */
-  int sms;                 /* SMs of the rank's GPU */
-  int ranksOnDevice;       /* ranks sharing that GPU (their CTAs must be co-resident) */
+  /* Both the same on every rank of the group: every rank must choose the
+   * same CTAs (CTA b of a rank talks to CTA b of each peer). */
+  int sms;                 /* fewest SMs of any GPU of the group */
+  int ranksOnDevice;       /* most ranks of the group on one GPU (purlinCollRanksOnDevice):
+                            * the ranks sharing a GPU have their CTAs co-resident */
   int forcedPath;          /* purlinConfig_t.path */
   int forcedCtas;          /* purlinConfig_t.collectiveCtas */
 } purlinCollShape_t;
@@ -33,6 +36,11 @@ typedef struct purlinCollChoice_t {
   int ctas;
   int threads; /* per CTA, latency path only (the throughput path's are fixed) */
 } purlinCollChoice_t;
+
+/* The most ranks that share one GPU, given each rank's device (any
+ * numbering common to the ranks): the same on every rank, however uneven
+ * the placement. */
+int purlinCollRanksOnDevice(const int* devices, int nranks);
 
 /* Largest block, per collective, that the tuned policy sends on the latency
  * path (when it fits the latency buffer). */

@@ -33,13 +33,21 @@ static purlinResult_t collPrepare(purlinComm_t comm) {
   int major = 0, minor = 0, same = 1;
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device));
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, comm->device));
-  PURLIN_CHECK(purlinPlatformGet()->smCount(comm->device, &comm->sms));
   comm->cc = major * 10 + minor;
-  comm->ranksOnDevice = 0;
+  /* The policy's CTA count must be the same on every rank (CTA b talks to
+   * CTA b of each peer), so its inputs are facts of the whole group: the
+   * fewest SMs of its GPUs and the most ranks on one GPU. (From each
+   * rank's own GPU, a placement like 5 ranks on one GPU and 1 on another
+   * gave 26 CTAs on some ranks and 31 on others, and hung.) Every GPU of
+   * the group is visible here (rankSetup). */
+  comm->sms = 0;
   for (int r = 0; r < comm->nranks; ++r) {
-    if (comm->group->devices[r] == comm->device) comm->ranksOnDevice++;
+    int sms = 0;
+    PURLIN_CHECK(purlinPlatformGet()->smCount(comm->group->devices[r], &sms));
+    if (comm->sms == 0 || sms < comm->sms) comm->sms = sms;
     if (comm->group->devices[r] != comm->device) same = 0;
   }
+  comm->ranksOnDevice = purlinCollRanksOnDevice(comm->group->devices, comm->nranks);
   /* Peers read a rank's user buffers in place when they are ranks of this
    * process on this GPU: any device pointer of the process is valid in
    * their kernels. Ranks of other processes, or on other GPUs (whose

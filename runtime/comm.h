@@ -54,8 +54,8 @@ struct purlinComm {
    * call (runtime/collectives.c). */
   int collReady;
   int cc;            /* compute capability, e.g. 90 */
-  int sms;           /* SMs of the rank's GPU */
-  int ranksOnDevice; /* ranks of the group on this rank's GPU */
+  int sms;           /* fewest SMs of any GPU of the group */
+  int ranksOnDevice; /* most ranks of the group on one GPU */
   int direct;        /* peers can read this rank's user buffers in place */
   char lastError[PURLIN_ERROR_MSG_MAX];
 };

@@ -3,8 +3,9 @@
  * coll_policy.h): forced paths are obeyed or refused with a message, device
  * counts take the throughput path, the tuned choice switches at the latency
  * limit, and CTA counts stay within each path's bounds and the GPU's share
- * for co-resident ranks. Also the descriptor that detects mismatched calls:
- * it changes with every field of a call and with the path.
+ * for co-resident ranks (the group's most ranks on one GPU, the same on
+ * every rank). Also the descriptor that detects mismatched calls: it
+ * changes with every field of a call and with the path.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -104,6 +105,20 @@ int main(void) {
   s.ranksOnDevice = 1;
   CHECK_EQ_INT(purlinCollPolicy(&s, &c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, PURLIN_TP_MAX_CTAS);
+
+  /* The GPU's share is the group's: the most ranks on one GPU, whichever
+   * rank asks (uneven placements once gave ranks different CTA counts). */
+  {
+    const int uneven[6] = {1, 1, 0, 1, 1, 1};
+    const int mixed[8] = {0, 0, 0, 1, 1, 0, 1, 0};
+    const int one[4] = {3, 3, 3, 3};
+    const int spread[4] = {0, 1, 2, 3};
+    CHECK_EQ_INT(purlinCollRanksOnDevice(uneven, 6), 5);
+    CHECK_EQ_INT(purlinCollRanksOnDevice(mixed, 8), 5);
+    CHECK_EQ_INT(purlinCollRanksOnDevice(one, 4), 4);
+    CHECK_EQ_INT(purlinCollRanksOnDevice(spread, 4), 1);
+    CHECK_EQ_INT(purlinCollRanksOnDevice(one, 1), 1);
+  }
 
   /* Descriptors: every field counts, and the two paths differ. */
   uint64_t counts[8] = {1, 2, 3, 4, 5, 6, 7, 8};
