@@ -218,6 +218,9 @@ struct Options {
   purlinRedOp_t op;
   size_t minBytes, maxBytes, stepFactor;
   int iters;
+  int ctas;      /* purlin's config.collectiveCtas (0: tuned) */
+  int path;      /* purlin's config.path (purlinPathAuto: tuned) */
+  size_t lbuf;   /* purlin's config.latencyBufferBytes (0: default) */
 };
 
 static void usage(FILE* f) {
@@ -234,6 +237,11 @@ static void usage(FILE* f) {
           "  --maxbytes B     largest size (default 1G)\n"
           "  --stepfactor F   integer size multiplier between rows, >= 2 (default 2)\n"
           "  --iters N        timed repetitions per cell, median reported (default 20)\n"
+          "  --ctas N         purlin's CTAs per call (config.collectiveCtas; default 0, tuned):\n"
+          "                   for tuning runs\n"
+          "  --path P         purlin's path: auto|latency|throughput (default auto); a forced\n"
+          "                   latency path fails calls too large for its buffer\n"
+          "  --lbuf B         purlin's latency buffer per half (default 2M)\n"
           "environment: PURLIN_NCCL_LIB=path/to/libnccl.so.2 is tried first\n");
 }
 
@@ -303,6 +311,16 @@ static int parseOptions(int argc, char** argv, Options* o) {
       o->stepFactor = (size_t)f;
     } else if (strcmp(a, "--iters") == 0) {
       ok = parseInt(v, 1, 100000, &o->iters);
+    } else if (strcmp(a, "--path") == 0) {
+      ok = true;
+      if (strcasecmp(v, "auto") == 0) o->path = purlinPathAuto;
+      else if (strcasecmp(v, "latency") == 0) o->path = purlinPathLatency;
+      else if (strcasecmp(v, "throughput") == 0) o->path = purlinPathThroughput;
+      else ok = false;
+    } else if (strcmp(a, "--lbuf") == 0) {
+      ok = parseBytes(v, &o->lbuf) && o->lbuf > 0;
+    } else if (strcmp(a, "--ctas") == 0) {
+      ok = parseInt(v, 0, 1 << 16, &o->ctas); /* the config check bounds it */
     } else {
       fprintf(stderr, "nccl_compare: unknown option %s\n", a);
       usage(stderr);
@@ -905,8 +923,9 @@ static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
   jsonString(f, ncclNote);
   fprintf(f, ", \"nranks\": %d, \"devices\": [", B->n);
   for (int r = 0; r < B->n; ++r) fprintf(f, "%s%d", r ? ", " : "", B->devices[r]);
-  fprintf(f, "]},\n \"dtype\": \"%s\", \"op\": \"%s\", \"iters\": %d,\n \"summary\": {",
-          kDtypeName[B->opt.dtype], kOpName[B->opt.op], B->opt.iters);
+  fprintf(f, "]},\n \"dtype\": \"%s\", \"op\": \"%s\", \"iters\": %d, \"ctas\": %d,\n",
+          kDtypeName[B->opt.dtype], kOpName[B->opt.op], B->opt.iters, B->opt.ctas);
+  fprintf(f, " \"summary\": {");
   for (int c = 0; c < kColls; ++c) {
     CollSummary s;
     summarizeColl(rows, c, &s);
@@ -1030,9 +1049,13 @@ int main(int argc, char** argv) {
     }
   }
 
-  purlinResult_t pres = purlinCommInitAll(B->comms, B->n, B->devices);
+  purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
+  config.collectiveCtas = B->opt.ctas;
+  config.path = B->opt.path;
+  if (B->opt.lbuf != 0) config.latencyBufferBytes = B->opt.lbuf;
+  purlinResult_t pres = purlinCommInitAllConfig(B->comms, B->n, B->devices, &config);
   if (pres != purlinSuccess) {
-    fprintf(stderr, "FAILED purlinCommInitAll (%d ranks): %s\n  %s\n", B->n,
+    fprintf(stderr, "FAILED purlinCommInitAllConfig (%d ranks): %s\n  %s\n", B->n,
             purlinGetErrorName(pres), purlinGetLastError(NULL));
     teardown(B);
     return 1;
@@ -1072,6 +1095,11 @@ int main(int argc, char** argv) {
   printf("# purlin %d.%d.%d; NCCL %s%s%s; NCCL_NVLS_ENABLE=0\n", pv / 10000, pv % 10000 / 100,
          pv % 100, B->ncclLoaded ? ncclVersion : "not loaded", B->ncclLoaded ? " from " : "",
          B->ncclLoaded ? B->nccl.path.c_str() : "");
+  if (B->opt.ctas > 0) printf("# purlin CTAs forced to %d (--ctas)\n", B->opt.ctas);
+  if (B->opt.path != purlinPathAuto)
+    printf("# purlin path forced to %s (--path)\n",
+           B->opt.path == purlinPathLatency ? "latency" : "throughput");
+  if (B->opt.lbuf != 0) printf("# purlin latency buffer %zu B per half (--lbuf)\n", B->opt.lbuf);
   if (B->n == 1) printf("# one rank: a smoke test of both libraries, not a comparison\n");
 
   std::vector<Row> rows;
