@@ -43,9 +43,8 @@ typedef struct purlinCollChoice_t {
 int purlinCollRanksOnDevice(const int* devices, int nranks);
 
 /* Largest block, per collective, that the tuned policy sends on the latency
- * path (when it fits the latency buffer), for `nranks` ranks of which at
- * most `ranksOnDevice` share a GPU. */
-uint64_t purlinCollLatencyLimit(purlinCollective_t coll, int nranks, int ranksOnDevice);
+ * path (when it fits the latency buffer). */
+uint64_t purlinCollLatencyLimit(purlinCollective_t coll, int nranks);
 
 /* The path and CTAs for a call. Returns purlinInvalidUsage (with a message)
  * only when the latency path is forced and the call does not fit it. */

@@ -154,7 +154,7 @@ typedef struct purlinConfig_t {
     sizeof(purlinConfig_t), PURLIN_CONFIG_MAGIC, PURLIN_CONFIG_VERSION,      \
         8,                 /* megakernelCtas */                              \
         10000,             /* timeoutMs */                                   \
-        (size_t)8 << 20,   /* latencyBufferBytes: 8 MiB per half */          \
+        (size_t)2 << 20,   /* latencyBufferBytes: 2 MiB per half */          \
         (size_t)256 << 20, /* throughputBufferBytes: 256 MiB per half */     \
         0,                 /* path: purlinPathAuto */                        \
         0                  /* collectiveCtas: tuned */                       \

@@ -46,6 +46,18 @@ PATH_STYLES = (
 )
 
 
+def time_axes(ax, coll):
+    """Log-log time-per-call axes of one collective's subplot."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("size (B)")
+    ax.set_ylabel("time per call (us)")
+    ax.set_title(COLLECTIVE_TITLES.get(coll, coll))
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_lines():
+        ax.legend(fontsize=7)
+
+
 def plot_collectives(data, dst):
     """Time per call against size for each collective and path."""
     colls = []
@@ -71,13 +83,7 @@ def plot_collectives(data, dst):
                         label=label)
         if coll == "allreduce" and barrier:
             ax.axhline(barrier, color="k", linestyle=":", label=f"barrier floor {barrier:.1f} us")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("size (B)")
-        ax.set_ylabel("time per call (us)")
-        ax.set_title(COLLECTIVE_TITLES.get(coll, coll))
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        time_axes(ax, coll)
     for j in range(len(colls), nrows * ncols):
         axes[j // ncols][j % ncols].axis("off")
     m = data.get("machine", {})
@@ -132,14 +138,7 @@ def plot_nccl_compare(data, dst):
                 xs, ys = zip(*pts)
                 ax.plot(xs, ys, color=color, marker=marker, markersize=3, linestyle=style,
                         label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("size (B)")
-        ax.set_ylabel("time per call (us)")
-        ax.set_title(COLLECTIVE_TITLES.get(coll, coll))
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.get_lines():
-            ax.legend(fontsize=7)
+        time_axes(ax, coll)
     for j in range(len(colls), nrows * ncols):
         axes[j // ncols][j % ncols].axis("off")
     fig.suptitle(nccl_compare_title(data))
