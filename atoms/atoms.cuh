@@ -2,14 +2,18 @@
  * atoms.cuh -- the Atom contract seen by the layers above (snac/, persistent/,
  * the device API): each Atom is a struct with static device functions
  *
- *   copy(dst, src, bytes, tid, nthreads, smem)
- *   reduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem)
+ *   copy(dst, src, bytes, tid, nthreads, bar, smem)
+ *   reduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, bar, smem)
  *
- * run by a team of threads of one CTA over one slice, with `smem` pointing
- * to the Atom's published dynamic shared memory, and its published
- * properties (atom.h). Code above atoms/ names an Atom type, chosen on the
- * host by purlinAtomForDevice from the compute capability; it never tests
- * the GPU generation itself.
+ * run by a team of `nthreads` threads (whole warps) of one CTA over one
+ * slice, with `smem` pointing to the Atom's published dynamic shared memory,
+ * and its published properties (atom.h). `bar` is the named barrier (0..15)
+ * the caller hands the team: an Atom that synchronises its team does so on
+ * it and on nothing else, so a team that is part of a CTA never stops the
+ * rest (0 is __syncthreads' barrier, right for a whole CTA). Code above
+ * atoms/ names an Atom type, chosen on the host by the plan
+ * (runtime/plan.c, through atoms/policy.h) from the compute capability; it
+ * never tests the GPU generation itself.
  */
 #ifndef PURLIN_ATOMS_ATOMS_CUH_
 #define PURLIN_ATOMS_ATOMS_CUH_
@@ -24,15 +28,15 @@ struct purlinAtomGenericT {
   static const purlinAtomKind_t kind = purlinAtomGeneric;
   static const int smemBytes = 0;
   static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
-                                              int nthreads, void* smem) {
-    (void)smem;
+                                              int nthreads, int bar, void* smem) {
+    (void)bar, (void)smem;
     purlinGenericCopy(dst, src, bytes, tid, nthreads);
   }
   template <purlinDataType_t D, purlinRedOp_t O>
   static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
                                                 const void* const* srcs, int nsrc, size_t count,
-                                                int tid, int nthreads, void* smem) {
-    (void)smem;
+                                                int tid, int nthreads, int bar, void* smem) {
+    (void)bar, (void)smem;
     purlinGenericReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads);
   }
 };
@@ -41,13 +45,15 @@ struct purlinAtomAmpereT {
   static const purlinAtomKind_t kind = purlinAtomAmpere;
   static const int smemBytes = PURLIN_AMPERE_SMEM_BYTES;
   static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
-                                              int nthreads, void* smem) {
+                                              int nthreads, int bar, void* smem) {
+    (void)bar;
     purlinAmpereCopy(dst, src, bytes, tid, nthreads, smem);
   }
   template <purlinDataType_t D, purlinRedOp_t O>
   static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
                                                 const void* const* srcs, int nsrc, size_t count,
-                                                int tid, int nthreads, void* smem) {
+                                                int tid, int nthreads, int bar, void* smem) {
+    (void)bar;
     purlinAmpereReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem);
   }
 };
@@ -61,14 +67,14 @@ struct purlinAtomHopperPipe {
   static const int stageBytes = B;
   static const int smemBytes = PURLIN_HOPPER_SMEM_FOR(S, B);
   static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
-                                              int nthreads, void* smem) {
-    purlinHopperCopy<S, B>(dst, src, bytes, tid, nthreads, smem);
+                                              int nthreads, int bar, void* smem) {
+    purlinHopperCopy<S, B>(dst, src, bytes, tid, nthreads, bar, smem);
   }
   template <purlinDataType_t D, purlinRedOp_t O>
   static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
                                                 const void* const* srcs, int nsrc, size_t count,
-                                                int tid, int nthreads, void* smem) {
-    purlinHopperReduce<D, O, S, B>(dsts, ndst, srcs, nsrc, count, tid, nthreads, smem);
+                                                int tid, int nthreads, int bar, void* smem) {
+    purlinHopperReduce<D, O, S, B>(dsts, ndst, srcs, nsrc, count, tid, nthreads, bar, smem);
   }
 };
 

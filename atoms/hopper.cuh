@@ -22,8 +22,8 @@
  * the generic Atom), store to global and arrive on the stage's "empty"
  * barrier, which thread 0 waits on before reloading the stage.
  *
- * Requirements: the team is whole warps (named barrier PURLIN_HOPPER_BARRIER
- * with nthreads threads); `smem` points to PURLIN_HOPPER_SMEM_BYTES of
+ * Requirements: the team is whole warps and synchronises on the named
+ * barrier `bar` the caller hands it (nthreads threads); `smem` points to PURLIN_HOPPER_SMEM_BYTES of
  * dynamic shared memory (PURLIN_HOPPER_SMEM_FOR(S, B) for other shapes),
  * 128-byte aligned. Pointers that are not 16-byte
  * aligned fall back to the generic Atom; sizes that are not multiples of 16
@@ -43,7 +43,6 @@
 #define PURLIN_ATOMS_HAVE_TMA 1
 #endif
 
-#define PURLIN_HOPPER_BARRIER 15
 /* The most sources one reduce call takes (a tile per source per stage). */
 #define PURLIN_HOPPER_MAX_SRCS 32
 
@@ -122,8 +121,10 @@ static __device__ __forceinline__ void purlinBulkWaitAll(void) {
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
-static __device__ __forceinline__ void purlinTeamSync(int nthreads) {
-  asm volatile("bar.sync %0, %1;" ::"n"(PURLIN_HOPPER_BARRIER), "r"(nthreads) : "memory");
+/* The team's named barrier `bar` (0..15; 0 with the whole CTA is
+ * __syncthreads' barrier), which the caller hands out (snac/team.cuh). */
+static __device__ __forceinline__ void purlinTeamSync(int bar, int nthreads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(nthreads) : "memory");
 }
 
 #endif /* PURLIN_ATOMS_HAVE_TMA */
@@ -140,7 +141,7 @@ static __device__ __forceinline__ void purlinHopperUnavailable(void) {
 
 template <int S, int B>
 static __device__ void purlinHopperCopy(void* dst, const void* src, size_t bytes, int tid,
-                                        int nthreads, void* smem) {
+                                        int nthreads, int bar, void* smem) {
 #ifdef PURLIN_ATOMS_HAVE_TMA
   if (((uintptr_t)dst | (uintptr_t)src) & 15u) {
     purlinGenericCopy(dst, src, bytes, tid, nthreads);
@@ -182,7 +183,7 @@ static __device__ void purlinHopperCopy(void* dst, const void* src, size_t bytes
   }
   for (size_t b = bulk + tid; b < bytes; b += nthreads) ((char*)dst)[b] = ((const char*)src)[b];
 #else
-  (void)dst, (void)src, (void)bytes, (void)tid, (void)nthreads, (void)smem;
+  (void)dst, (void)src, (void)bytes, (void)tid, (void)nthreads, (void)bar, (void)smem;
   purlinHopperUnavailable();
 #endif
 }
@@ -190,7 +191,7 @@ static __device__ void purlinHopperCopy(void* dst, const void* src, size_t bytes
 template <purlinDataType_t D, purlinRedOp_t O, int S, int B>
 static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const void* const* srcs,
                                           int nsrc, size_t count, int tid, int nthreads,
-                                          void* smem) {
+                                          int bar, void* smem) {
 #ifdef PURLIN_ATOMS_HAVE_TMA
   typedef purlinDtype<D> T;
   typedef typename T::raw raw;
@@ -227,7 +228,7 @@ static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const voi
     }
     purlinMbarInitFence();
   }
-  purlinTeamSync(nthreads);
+  purlinTeamSync(bar, nthreads);
 
   /* Thread 0 loads tile t into stage t % S: one bulk copy per source. */
   auto load = [&](size_t t) {
@@ -290,7 +291,7 @@ static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const voi
       }
     }
   }
-  purlinTeamSync(nthreads);
+  purlinTeamSync(bar, nthreads);
   if (tid == 0)
     for (int s = 0; s < S; ++s) {
       purlinMbarInval(full + 8 * s);
@@ -299,7 +300,7 @@ static __device__ void purlinHopperReduce(void* const* dsts, int ndst, const voi
   purlinGenericReduceScalar<D, O>(dsts, ndst, srcs, nsrc, bulkElems, count, tid, nthreads);
 #else
   (void)dsts, (void)ndst, (void)srcs, (void)nsrc, (void)count, (void)tid, (void)nthreads,
-      (void)smem;
+      (void)bar, (void)smem;
   purlinHopperUnavailable();
 #endif
 }

@@ -31,7 +31,7 @@ template <typename Atom>
 __global__ void __launch_bounds__(kThreads) atomCopy(char* dst, const char* src, size_t bytes) {
   size_t begin, n;
   purlinAtomSlice(bytes, 1, blockIdx.x, gridDim.x, &begin, &n);
-  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x, atomSmem);
+  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x, 0, atomSmem);
 }
 
 /* Work handed out in chunks from a counter, so that CTAs on SMs with more
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     if (b >= bytes) break;
     size_t n = bytes - b < kDynamicChunk ? bytes - b : kDynamicChunk;
-    Atom::copy(dst + b, src + b, n, threadIdx.x, blockDim.x, atomSmem);
+    Atom::copy(dst + b, src + b, n, threadIdx.x, blockDim.x, 0, atomSmem);
   }
   if (threadIdx.x == 0 && atomicAdd(&ticket->done, 1u) == gridDim.x - 1) {
     ticket->next = 0;
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) atomReduce(__half* dst, Srcs s, int 
   void* d[1] = {dst + begin};
   const void* src[8];
   for (int k = 0; k < nsrc; ++k) src[k] = (const __half*)s.p[k] + begin;
-  Atom::template reduce<purlinFloat16, purlinSum>(d, 1, src, nsrc, n, threadIdx.x, blockDim.x,
+  Atom::template reduce<purlinFloat16, purlinSum>(d, 1, src, nsrc, n, threadIdx.x, blockDim.x, 0,
                                                   atomSmem);
 }
 

@@ -15,7 +15,8 @@
 
 #include "atoms/dtype.cuh"
 #include "runtime/comm.h"
-#include "snac/ll.h"
+#include "runtime/plan.h"
+#include "snac/latency.h"
 #include "tests/gpu/gpu_test.h"
 
 enum { kSteps = 100, kReplays = 20 };
@@ -140,11 +141,11 @@ int main(void) {
          "ctas", "thr", "time us", "algbw GB/s", "busbw GB/s", "#wrong", "/barrier", "64t us",
          "128t us", "256t us");
   double worstSmall = 0;
-  for (size_t bytes = 8; bytes <= maxBytes && bytes <= purlinLLBlockCapacity(latencyBytes, R.n);
-       bytes *= 2) {
+  for (size_t bytes = 8;
+       bytes <= maxBytes && bytes <= purlinLatencyBlockCapacity(latencyBytes, R.n); bytes *= 2) {
     size_t count = bytes / 2;
     purlinLayout_t l = {purlinCollAllReduce, R.n, 2, count, NULL};
-    uint64_t desc = purlinLLDescriptor(&l, NULL, purlinBfloat16, purlinSum);
+    uint64_t desc = purlinLatencyDescriptor(&l, NULL, purlinBfloat16, purlinSum);
     /* Inputs: rank r holds r + (i % 7); the sum is exact in bf16. */
     std::vector<uint16_t> host(count);
     for (int r = 0; r < R.n; ++r) {
@@ -152,21 +153,43 @@ int main(void) {
         host[i] = purlinDtype<purlinBfloat16>::store((float)(r + (int)(i % 7)));
       GPU_CUDA_OK(cudaMemcpy(R.send[r], host.data(), bytes, cudaMemcpyHostToDevice));
     }
-    /* The tuned shape (snac/ll.h), then CTAs of 64, 128 and 256 threads,
-     * each with a packet per thread (up to the CTA cap): the data behind
-     * purlinLLThreads. */
-    auto timeShape = [&](int threads) {
-      int ctas = purlinLLCtas(bytes, threads);
+    /* CTAs of 64, 128 and 256 threads, each with a packet per thread (up
+     * to the CTA cap), on the small-AllReduce routine where a packet per
+     * thread fits -- the data behind the plan's latency threads
+     * (runtime/plan.c) -- then the plan's own shape. */
+    const uint64_t packets = (bytes + 7) / 8;
+    auto timeShape = [&](int threads, int ctas, int small) {
       return stepUs(&R, main, [&](int r, cudaStream_t s) {
-        purlinLLArgs_t a = {R.dc[r], r, R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
-        GPU_CUDA_OK(purlinLLLaunch(&a, NULL, ctas, threads, s));
+        purlinLatencyArgs_t a = {R.dc[r], r, R.send[r], R.recv[r], l, purlinBfloat16, purlinSum,
+                                 desc};
+        GPU_CUDA_OK(purlinLatencyLaunch(&a, NULL, ctas, threads, small, s));
       });
     };
-    double shapeUs[3] = {timeShape(64), timeShape(128), timeShape(256)};
-    /* The tuned shape last, into poisoned outputs: the check below is its. */
+    auto timeThreads = [&](int threads) {
+      uint64_t c = (packets + threads - 1) / threads;
+      int ctas = c < 1 ? 1 : c > PURLIN_LATENCY_MAX_CTAS ? PURLIN_LATENCY_MAX_CTAS : (int)c;
+      int small = R.n <= PURLIN_LATENCY_SMALL_AR_RANKS && packets <= (uint64_t)ctas * threads;
+      return timeShape(threads, ctas, small);
+    };
+    double shapeUs[3] = {timeThreads(64), timeThreads(128), timeThreads(256)};
+    /* The plan's shape last, into poisoned outputs: the check below is its. */
     for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(R.recv[r], 0xA5, bytes));
-    int threads = purlinLLThreads(purlinCollAllReduce, bytes), ctas = purlinLLCtas(bytes, threads);
-    double us = timeShape(threads);
+    purlinPlanShape_t shape = {};
+    shape.coll = purlinCollAllReduce;
+    shape.nranks = R.n;
+    shape.maxBlockBytes = bytes;
+    shape.outBytes = bytes;
+    shape.aligned8 = 1;
+    purlinPlanFacts_t facts = {};
+    facts.cc = prop.major * 10 + prop.minor;
+    facts.sms = prop.multiProcessorCount;
+    facts.ranksOnDevice = R.n;
+    facts.latencyBytes = latencyBytes;
+    facts.forcedPath = purlinPathLatency;
+    purlinPlan_t plan;
+    GPU_PURLIN_OK(purlinPlanMake(&shape, &facts, &plan));
+    const int threads = plan.threads, ctas = plan.ctas;
+    double us = timeShape(threads, ctas, plan.smallAllReduce);
     GPU_CUDA_OK(cudaDeviceSynchronize());
     size_t wrong = 0;
     for (int r = 0; r < R.n; ++r) {
@@ -208,10 +231,12 @@ int main(void) {
     S.fork = R.fork;
     for (uint64_t count : {(uint64_t)0, (uint64_t)4}) {
       purlinLayout_t l = {purlinCollAllReduce, k, 2, count, NULL};
-      uint64_t desc = purlinLLDescriptor(&l, NULL, purlinBfloat16, purlinSum);
+      uint64_t desc = purlinLatencyDescriptor(&l, NULL, purlinBfloat16, purlinSum);
       double us = stepUs(&S, main, [&](int r, cudaStream_t s) {
-        purlinLLArgs_t a = {S.dc[r], r, R.send[r], R.recv[r], l, purlinBfloat16, purlinSum, desc};
-        GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, PURLIN_LL_THREADS, s));
+        purlinLatencyArgs_t a = {S.dc[r], r, R.send[r], R.recv[r], l, purlinBfloat16, purlinSum,
+                                 desc};
+        GPU_CUDA_OK(purlinLatencyLaunch(&a, NULL, 1, PURLIN_LATENCY_THREADS,
+                                        k <= PURLIN_LATENCY_SMALL_AR_RANKS, s));
       });
       printf("# scaling: %d rank(s), AllReduce of %llu elements: %.2f us per step\n", k,
              (unsigned long long)count, us);

@@ -1,8 +1,9 @@
 /*
- * collectives.c -- the public collectives (purlin.h): argument checks, the
- * tuning policy's choice of path and CTAs, and one kernel launch per call
- * on the caller's stream (eager mode). Nothing here synchronises with the
- * device, so every call is capturable in a CUDA Graph.
+ * collectives.c -- the public collectives (purlin.h): each call is checked
+ * (coll_check.h), planned (plan.h) and handed to a transport -- today the
+ * eager one, a kernel launch on the caller's stream (eager.h). Nothing here
+ * synchronises with the device or takes a global lock, so every call is
+ * capturable in a CUDA Graph and costs the host little.
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -10,14 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "atoms/policy.h"
-#include "runtime/coll_policy.h"
-#include "runtime/collective.h"
+#include "runtime/coll_check.h"
 #include "runtime/comm.h"
+#include "runtime/eager.h"
 #include "runtime/errors.h"
+#include "runtime/plan.h"
 #include "runtime/platform.h"
-#include "snac/ll.h"
-#include "snac/tp.h"
+#include "snac/descriptor.h"
+#include "snac/latency.h"
+#include "snac/throughput.h"
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "counts are passed as 64-bit words");
 
@@ -27,14 +29,15 @@ static purlinResult_t collFail(purlinComm_t comm, purlinResult_t r) {
   return r;
 }
 
-/* The facts the policy needs, once per communicator. */
+/* The plan's facts of this communicator, gathered at its first collective
+ * call. */
 static purlinResult_t collPrepare(purlinComm_t comm) {
   if (comm->collReady) return purlinSuccess;
   int major = 0, minor = 0, same = 1;
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device));
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, comm->device));
   comm->cc = major * 10 + minor;
-  /* The policy's CTA count must be the same on every rank (CTA b talks to
+  /* The plan's CTA count must be the same on every rank (CTA b talks to
    * CTA b of each peer), so its inputs are facts of the whole group: the
    * fewest SMs of its GPUs and the most ranks on one GPU. (From each
    * rank's own GPU, a placement like 5 ranks on one GPU and 1 on another
@@ -47,7 +50,7 @@ static purlinResult_t collPrepare(purlinComm_t comm) {
     if (comm->sms == 0 || sms < comm->sms) comm->sms = sms;
     if (comm->group->devices[r] != comm->device) same = 0;
   }
-  comm->ranksOnDevice = purlinCollRanksOnDevice(comm->group->devices, comm->nranks);
+  comm->ranksOnDevice = purlinPlanRanksOnDevice(comm->group->devices, comm->nranks);
   /* Peers read a rank's user buffers in place when they are ranks of this
    * process on this GPU: any device pointer of the process is valid in
    * their kernels. Ranks of other processes, or on other GPUs (whose
@@ -58,124 +61,103 @@ static purlinResult_t collPrepare(purlinComm_t comm) {
    * first collective call. */
   const char* env = getenv("PURLIN_DIRECT");
   if (env != NULL && strcmp(env, "0") == 0) comm->direct = 0;
+  comm->planFacts.cc = comm->cc;
+  comm->planFacts.sms = comm->sms;
+  comm->planFacts.ranksOnDevice = comm->ranksOnDevice;
+  comm->planFacts.direct = comm->direct;
+  comm->planFacts.latencyBytes = comm->layout.latencyBytes;
+  comm->planFacts.throughputBytes = comm->layout.throughputBytes;
+  comm->planFacts.forcedPath = comm->config.path;
+  comm->planFacts.forcedCtas = comm->config.collectiveCtas;
+  /* Eager launches: the plan picks the shape. */
+  comm->planFacts.executorCtas = 0;
+  comm->planFacts.executorThreads = 0;
+  comm->planFacts.executorSmemBytes = 0;
   comm->collReady = 1;
   return purlinSuccess;
 }
 
-/* Whether `counts` are in device memory (read by the GPU when the
- * collective runs) or host memory (read now). */
-static purlinResult_t countsOnDevice(purlinComm_t comm, const size_t* counts, int* onDevice) {
-  const char* kind = "";
-  PURLIN_CHECK(purlinPlatformGet()->pointerUsable(counts, comm->device, onDevice, &kind));
-  return purlinSuccess;
-}
-
-/* A non-NULL buffer of a call whose sizes only the device knows must
- * still be memory the rank's kernels can reach. */
-static purlinResult_t checkUnsizedBuffer(purlinComm_t comm, const char* fn, const char* name,
-                                         const void* p) {
-  int usable = 0;
-  const char* kind = "";
-  if (p == NULL) return purlinSuccess;
-  PURLIN_CHECK(purlinPlatformGet()->pointerUsable(p, comm->device, &usable, &kind));
-  PURLIN_RETURN_IF(!usable, purlinInvalidArgument,
-                   "%s: %s %p is %s; collectives read and write GPU memory (cudaMalloc, or "
-                   "managed memory)",
-                   fn, name, p, kind);
-  return purlinSuccess;
+/* log2 of a power of two up to 2^255 (the descriptor's small-piece
+ * threshold), 0 for 0. */
+static uint8_t shiftOf(uint64_t v) {
+  uint8_t s = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++s;
+  }
+  return s;
 }
 
 static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollective_t coll,
                               const void* sendbuff, void* recvbuff, size_t count,
                               const size_t* counts, purlinDataType_t dtype, purlinRedOp_t op,
                               cudaStream_t stream) {
-  int n = 0, onDevice = 0;
+  int onDevice = 0;
   purlinClearThreadError();
-  PURLIN_CHECK(purlinCommCount(comm, &n));
+  PURLIN_CHECK(purlinCommCheckHandle(comm, fn));
+  const int n = comm->nranks;
   purlinLayout_t l = {coll, n, (uint32_t)purlinDtypeBytes(dtype), (uint64_t)count,
                       (const uint64_t*)counts};
   if (purlinCollIsV(coll) && counts != NULL)
-    PURLIN_CHECK(collFail(comm, countsOnDevice(comm, counts, &onDevice)));
+    PURLIN_CHECK(collFail(comm, purlinCollCountsOnDevice(comm, counts, &onDevice)));
   if (onDevice) {
     /* Sizes live on the device: check what the host can see with empty
      * blocks, then that the buffers given are device memory. */
-    static const uint64_t zeros[PURLIN_TP_MAX_COUNTS];
+    static const uint64_t zeros[PURLIN_THROUGHPUT_MAX_COUNTS];
     purlinLayout_t z = l;
     z.counts = zeros;
     PURLIN_CHECK(purlinCollCheck(comm, &z, sendbuff, recvbuff, dtype, op));
-    PURLIN_CHECK(collFail(comm, checkUnsizedBuffer(comm, fn, "sendbuff", sendbuff)));
-    PURLIN_CHECK(collFail(comm, checkUnsizedBuffer(comm, fn, "recvbuff", recvbuff)));
+    PURLIN_CHECK(collFail(comm, purlinCollCheckUnsizedBuffer(comm, fn, "sendbuff", sendbuff)));
+    PURLIN_CHECK(collFail(comm, purlinCollCheckUnsizedBuffer(comm, fn, "recvbuff", recvbuff)));
   } else {
     PURLIN_CHECK(purlinCollCheck(comm, &l, sendbuff, recvbuff, dtype, op));
   }
   PURLIN_CHECK(collFail(comm, collPrepare(comm)));
 
+  /* Plan. */
   const uint64_t* hostCounts = onDevice ? NULL : (const uint64_t*)counts;
-  purlinCollShape_t shape = {0};
+  purlinPlanShape_t shape = {0};
   shape.coll = coll;
   shape.nranks = n;
   shape.deviceCounts = onDevice;
   if (!onDevice) {
-    shape.maxBlockBytes = purlinLLMaxBlockBytes(&l, hostCounts);
+    shape.maxBlockBytes = purlinLatencyMaxBlockBytes(&l, hostCounts);
     /* The largest buffer of any rank, not this rank's output: every rank
      * must choose the same CTAs (CTA b talks to the CTAs b of its peers). */
     shape.outBytes = purlinLayoutMaxBufferCount(&l) * l.elemBytes;
   }
-  shape.llCapacity = purlinLLBlockCapacity(comm->layout.latencyBytes, n);
-  shape.sms = comm->sms;
-  shape.ranksOnDevice = comm->ranksOnDevice;
-  shape.forcedPath = comm->config.path;
-  shape.forcedCtas = comm->config.collectiveCtas;
-  purlinCollChoice_t choice;
-  purlinResult_t res = purlinCollPolicy(&shape, &choice);
+  shape.aligned8 = (((uintptr_t)sendbuff | (uintptr_t)recvbuff) & 7u) == 0;
+  purlinPlan_t plan;
+  purlinResult_t res = purlinPlanMake(&shape, &comm->planFacts, &plan);
   if (res != purlinSuccess) {
     purlinResult_t again = PURLIN_ERROR(res, "%s: %s", fn, purlinThreadLastError());
     return collFail(comm, again);
   }
 
-  int prev = -1;
-  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
-  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
-  cudaError_t err;
-  if (choice.path == purlinPathLatency) {
-    purlinLLArgs_t a;
-    a.devComm = comm->devComm;
-    a.rank = comm->rank;
-    a.sendbuff = sendbuff;
-    a.recvbuff = recvbuff;
-    a.layout = l;
-    a.layout.counts = NULL;
-    a.dtype = dtype;
-    a.op = op;
-    a.descriptor = purlinLLDescriptor(&l, hostCounts, dtype, op);
-    err = purlinLLLaunch(&a, hostCounts, choice.ctas, choice.threads, stream);
+  /* The call's descriptor, then the transport. */
+  purlinCollDesc_t d;
+  memset(&d, 0, sizeof d);
+  d.coll = (uint8_t)coll;
+  d.dtype = (uint8_t)dtype;
+  d.op = (uint8_t)op;
+  d.path = (uint8_t)plan.path;
+  d.atom = (uint8_t)plan.atom;
+  d.ctas = (uint16_t)plan.ctas;
+  d.threads = (uint16_t)plan.threads;
+  d.count = purlinCollIsV(coll) ? 0 : (uint64_t)count;
+  d.sendbuff = (uint64_t)(uintptr_t)sendbuff;
+  d.recvbuff = (uint64_t)(uintptr_t)recvbuff;
+  d.counts = onDevice ? (uint64_t)(uintptr_t)counts : 0;
+  d.windowBytes = plan.windowBytes;
+  d.smallShift = shiftOf(plan.smallBytes);
+  if (plan.path == purlinPathLatency) {
+    d.hash = purlinLatencyDescriptor(&l, hostCounts, dtype, op);
+    if (plan.smallAllReduce) d.flags |= PURLIN_DESC_SMALL_AR;
   } else {
-    purlinTPArgs_t a;
-    a.devComm = comm->devComm;
-    a.sendbuff = sendbuff;
-    a.recvbuff = recvbuff;
-    a.layout = l;
-    a.layout.counts = NULL;
-    a.deviceCounts = onDevice ? (const uint64_t*)counts : NULL;
-    a.dtype = dtype;
-    a.op = op;
-    a.descriptor = onDevice ? 0 : purlinTPDescriptor(&l, hostCounts, dtype, op);
-    /* Staged ranks need parts of a useful size; every rank of a group is
-     * direct or staged alike (collPrepare), so all choose the same CTAs. */
-    if (!comm->direct)
-      choice.ctas = purlinTPStagedCtas(comm->layout.throughputBytes, choice.ctas, &l);
-    a.windowBytes = purlinTPWindowBytes(comm->layout.throughputBytes, choice.ctas, &l);
-    a.direct = comm->direct;
-    purlinAtomKind_t atom =
-        purlinAtomPolicyGet(comm->cc, comm->sms, purlinAtomOpCopy, 1, shape.outBytes).atom;
-    err = purlinTPLaunch(&a, hostCounts, choice.ctas, atom, stream);
+    d.hash = onDevice ? 0 : purlinThroughputDescriptor(&l, hostCounts, dtype, op);
+    if (comm->direct) d.flags |= PURLIN_DESC_DIRECT;
   }
-  if (prev != comm->device) cudaSetDevice(prev);
-  if (err != cudaSuccess) {
-    purlinResult_t cr = purlinCudaError(err, fn, __FILE__, __LINE__);
-    return collFail(comm, cr);
-  }
-  return purlinSuccess;
+  return collFail(comm, purlinEagerLaunch(comm, &d, hostCounts, stream));
 }
 
 PURLIN_API purlinResult_t purlinAllReduce(const void* sendbuff, void* recvbuff, size_t count,

@@ -52,6 +52,24 @@ static purlinResult_t commLookup(purlinComm_t comm, const char* fn) {
   return purlinSuccess;
 }
 
+purlinResult_t purlinCommCheckHandle(purlinComm_t comm, const char* fn) {
+  PURLIN_RETURN_IF(comm == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
+  PURLIN_RETURN_IF(comm->magic != PURLIN_COMM_MAGIC, purlinInvalidArgument,
+                   "%s: comm %p is not a live communicator (already destroyed, or never "
+                   "created by purlin)",
+                   fn, (void*)comm);
+  return purlinSuccess;
+}
+
+int purlinCommFailed(purlinComm_t comm) {
+  const struct purlinGroup* g = comm->group;
+  /* Acquire pairs with the device's release of the abort word (and the
+   * lock's release of asyncError); a stale 0 only delays the refusal to
+   * the next call, as the device's own abort checks do. */
+  return __atomic_load_n(&g->abortHost->abort, __ATOMIC_ACQUIRE) != 0 ||
+         __atomic_load_n(&g->asyncError, __ATOMIC_ACQUIRE) != purlinSuccess;
+}
+
 /* Copies the thread's last error into the communicator's and returns `res`. */
 static purlinResult_t commFail(purlinComm_t comm, purlinResult_t res) {
   snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "runtime/errors.h"
+#include "runtime/plan.h"
 #include "runtime/purlin.h"
 #include "runtime/symmetric.h"
 #include "snac/dev_comm.h"
@@ -57,8 +58,19 @@ struct purlinComm {
   int sms;           /* fewest SMs of any GPU of the group */
   int ranksOnDevice; /* most ranks of the group on one GPU */
   int direct;        /* peers can read this rank's user buffers in place */
+  purlinPlanFacts_t planFacts; /* the above and the config, as the plan takes them */
   char lastError[PURLIN_ERROR_MSG_MAX];
 };
+
+/* The checks of every collective call, without the registry lock (a
+ * collective call takes no global mutex): purlinCommCheckHandle refuses
+ * NULL and a handle whose magic is not a communicator's (purlinCommDestroy
+ * clears it; a freed handle is undefined behaviour, as in NCCL, and only
+ * likely to be caught); purlinCommFailed says whether the group has failed
+ * (its abort word is raised or an error was recorded), so that only then
+ * the caller takes the lock through purlinCommGetAsyncError. */
+purlinResult_t purlinCommCheckHandle(purlinComm_t comm, const char* fn);
+int purlinCommFailed(purlinComm_t comm);
 
 /* For purlin's own layers and tests: this rank's device context and heap
  * layout. Returns purlinInvalidArgument for a dead handle. */

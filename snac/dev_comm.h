@@ -23,7 +23,7 @@
 
 /* Heap layout, identical on every rank of a group so that an offset valid in
  * one heap is valid in all (the heaps are "symmetric"):
- *   [0, controlBytes)                      this struct, then flag words
+ *   [0, controlBytes)                      purlinControl_t: this struct, then flag words
  *   [latencyOffset, +2 * latencyBytes)     latency staging, two halves
  *   [throughputOffset, +2 * throughputBytes) throughput staging, two halves
  * The halves are selected by epoch parity (DESIGN.md section 4). */
@@ -56,25 +56,6 @@ typedef struct purlinErrorRecord_t {
 PURLIN_STATIC_ASSERT(sizeof(purlinErrorRecord_t) == 40, "purlinErrorRecord_t layout changed");
 PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come first");
 
-/* Control-region words after the context (offsets in the heap). */
-/* uint64_t [PURLIN_CTRL_EPOCH_WORDS]: epochs completed by eager kernels, one word per CTA index.
- * Between kernels all words are equal; CTA c of a kernel reads word c and writes it back
- * advanced, CTA 0 also the words of CTA indices the kernel does not launch (snac/wait.cuh). */
-#define PURLIN_CTRL_EPOCH_OFFSET 4096u
-#define PURLIN_CTRL_EPOCH_WORDS 32
-#define PURLIN_CTRL_CLAIM_OFFSET 4352u /* uint32_t of rank 0: the device writing the error record */
-PURLIN_STATIC_ASSERT(PURLIN_CTRL_EPOCH_OFFSET + 8 * PURLIN_CTRL_EPOCH_WORDS <= PURLIN_CTRL_CLAIM_OFFSET,
-                     "epoch words overlap the claim word");
-/* Throughput-path flags, uint64_t [PURLIN_DEV_MAX_RANKS peers][PURLIN_DEV_MAX_RANKS CTAs] each,
- * indexed (peer * PURLIN_DEV_MAX_RANKS + cta): in a consumer's heap, READY (the peer staged a
- * round) and REDUCED (the peer's AllReduce chunk is final); in a producer's heap, CONSUMED (the
- * peer finished reading a round) and DONE (the peer finished reading its buffers). */
-#define PURLIN_CTRL_TP_READY_OFFSET 16384u
-#define PURLIN_CTRL_TP_REDUCED_OFFSET 24576u
-#define PURLIN_CTRL_TP_CONSUMED_OFFSET 32768u
-#define PURLIN_CTRL_TP_DONE_OFFSET 40960u
-#define PURLIN_CTRL_TP_FLAGS_END 49152u
-
 typedef struct purlinDevComm_t {
   uint64_t magic;            /* PURLIN_DEV_COMM_MAGIC once initialised */
   int32_t rank;              /* this rank */
@@ -94,11 +75,64 @@ PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) == 72 + 8 * PURLIN_DEV_MAX_RANKS,
                      "purlinDevComm_t layout changed");
 PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, abortWord) == 56, "abortWord offset");
 PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, peerHeap) == 72, "peerHeap offset");
-PURLIN_STATIC_ASSERT(PURLIN_CTRL_TP_READY_OFFSET + 4 * 8 * PURLIN_DEV_MAX_RANKS * PURLIN_DEV_MAX_RANKS ==
-                         PURLIN_CTRL_TP_FLAGS_END &&
-                         PURLIN_CTRL_TP_FLAGS_END <= PURLIN_HEAP_CONTROL_BYTES,
-                     "throughput flags must fit in the control region");
 PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) <= PURLIN_HEAP_CONTROL_BYTES,
                      "purlinDevComm_t must fit in the control region");
+
+
+/* The control region at offset 0 of every heap, as one struct so that
+ * offsetof places every word (and the static asserts below pin each where
+ * device code of older builds expects it). Every word starts at 0 (the
+ * runtime clears the region at init) and only grows.
+ *
+ *   comm        the context above; read-only while kernels run.
+ *   epoch       collectives this rank completed, one copy per CTA index so
+ *               that no CTA waits for another to learn it (snac/epoch.cuh).
+ *               Between executors (kernels) every word holds the same count.
+ *   claim       rank 0's is the group's claim on the error record.
+ *   teamSync    the cross-CTA barrier of a long-running executor (a
+ *               megakernel or a user kernel whose team spans CTAs) between
+ *               two collectives of one kernel (snac/team.cuh); one per rank,
+ *               since one executor at a time runs a rank's collectives.
+ *   ring        reserved for the descriptor queues of the persistent
+ *               runtime: per-queue head, tail and completion counters, and
+ *               the slots themselves.
+ *   ready ...   throughput-path flags, [peer][cta]: in a consumer's heap
+ *               READY (the peer staged a round) and REDUCED (the peer's
+ *               AllReduce chunk is final); in a producer's heap CONSUMED
+ *               (the peer finished reading a round) and DONE (the peer
+ *               finished reading its buffers). */
+#define PURLIN_CTRL_EPOCH_WORDS 32
+#define PURLIN_CTRL_RING_COUNTER_BYTES 8192
+#define PURLIN_CTRL_RING_SLOT_BYTES 16384
+
+typedef struct purlinControl_t {
+  purlinDevComm_t comm;
+  uint8_t reserved0[4096 - sizeof(purlinDevComm_t)];
+  uint64_t epoch[PURLIN_CTRL_EPOCH_WORDS];
+  uint32_t claim;
+  uint32_t reserved1;
+  uint32_t teamSyncCount; /* CTAs arrived at the current barrier */
+  uint32_t teamSyncGen;   /* barriers completed */
+  uint8_t reserved2[8192 - 4368];
+  uint8_t ringCounters[PURLIN_CTRL_RING_COUNTER_BYTES];
+  uint64_t ready[PURLIN_DEV_MAX_RANKS][PURLIN_DEV_MAX_RANKS];
+  uint64_t reduced[PURLIN_DEV_MAX_RANKS][PURLIN_DEV_MAX_RANKS];
+  uint64_t consumed[PURLIN_DEV_MAX_RANKS][PURLIN_DEV_MAX_RANKS];
+  uint64_t done[PURLIN_DEV_MAX_RANKS][PURLIN_DEV_MAX_RANKS];
+  uint8_t ringSlots[PURLIN_CTRL_RING_SLOT_BYTES];
+} purlinControl_t;
+
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, comm) == 0, "the context is at offset 0");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, epoch) == 4096, "epoch words");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, claim) == 4352, "claim word");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, teamSyncCount) == 4360, "team barrier");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, ringCounters) == 8192, "ring counters");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, ready) == 16384, "READY flags");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, reduced) == 24576, "REDUCED flags");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, consumed) == 32768, "CONSUMED flags");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, done) == 40960, "DONE flags");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, ringSlots) == 49152, "ring slots");
+PURLIN_STATIC_ASSERT(sizeof(purlinControl_t) == PURLIN_HEAP_CONTROL_BYTES,
+                     "the control struct is the control region");
 
 #endif /* PURLIN_SNAC_DEV_COMM_H_ */

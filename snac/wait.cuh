@@ -73,15 +73,6 @@ static __device__ __forceinline__ uint64_t snacRegionBytes(uint64_t latencyBytes
   return (latencyBytes / (uint64_t)nranks) & ~(uint64_t)15;
 }
 
-/* The latency-buffer region that `src` pushes into on rank `owner`, for a
- * collective of `epoch` (its half), as mapped on this rank. */
-static __device__ __forceinline__ uint64_t* snacRegion(const purlinDevComm_t* dc, int owner,
-                                                       int src, uint64_t epoch) {
-  uint64_t regionBytes = snacRegionBytes(dc->latencyBytes, dc->nranks);
-  return (uint64_t*)((char*)dc->peerHeap[owner] + dc->latencyOffset +
-                     (epoch & 1u) * dc->latencyBytes + (uint64_t)src * regionBytes);
-}
-
 static __device__ __forceinline__ uint64_t snacGlobalTimerNs(void) {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -102,8 +93,8 @@ static __device__ __forceinline__ void snacInit(SnacState* st, purlinDevComm_t* 
   st->failed = false;
 }
 
-/* The region this rank pushes into on rank `owner` for this collective
- * (snacRegion without the division). */
+/* The region of this rank's latency-buffer half for this collective on
+ * rank `owner`: where this rank pushes that rank's packets. */
 static __device__ __forceinline__ uint64_t* snacPeerRegion(const SnacState* st, int owner) {
   const purlinDevComm_t* dc = st->dc;
   return (uint64_t*)((char*)dc->peerHeap[owner] + dc->latencyOffset +
@@ -121,7 +112,7 @@ static __device__ __forceinline__ const uint64_t* snacHeader(const SnacState* st
  * the group writes the record. */
 static __device__ __noinline__ void snacRaise(SnacState* st, uint32_t code, uint32_t what, int peer,
                                  uint64_t detail) {
-  unsigned int* claim = (unsigned int*)((char*)st->dc->peerHeap[0] + PURLIN_CTRL_CLAIM_OFFSET);
+  unsigned int* claim = &((purlinControl_t*)st->dc->peerHeap[0])->claim;
   if (atomicCAS_system(claim, 0u, 1u) == 0u) {
     st->rec->code = code;
     st->rec->what = what;
@@ -139,9 +130,6 @@ static __device__ __noinline__ void snacRaise(SnacState* st, uint32_t code, uint
   st->failed = true;
 }
 
-/* The slow part of every wait, run every 1024 tries: false when the group
- * is aborted, `peer` runs another collective, or this wait has run past the
- * timeout (each but the first reported here). */
 /* Whether `p` is a peer whose header for this collective has arrived with
  * a different descriptor (it runs another collective, or other counts);
  * reports it. */
@@ -152,6 +140,9 @@ static __device__ __noinline__ bool snacPeerMismatch(SnacState* st, int p) {
   return true;
 }
 
+/* The slow part of every wait, run every 1024 tries: false when the group
+ * is aborted, `peer` runs another collective, or this wait has run past the
+ * timeout (each but the first reported here). */
 static __device__ __noinline__ bool snacStillWaiting(SnacState* st, uint64_t* start, int peer, uint32_t what,
                                         uint64_t seen) {
   if (st->rec->abort != 0) {
@@ -221,37 +212,11 @@ static __device__ __forceinline__ bool snacWaitPackets(SnacState* st, const uint
 }
 
 /* Raises a flag: `value` at `word` with release semantics at system scope,
- * after the calling thread's earlier writes (and, after a __syncthreads,
- * its CTA's). */
+ * after the calling thread's earlier writes (and, after a team barrier,
+ * its CTA part's). Pairs with the acquire load of snacWaitFlag. */
 static __device__ __forceinline__ void snacSetFlag(uint64_t* word, uint64_t value) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*word);
   f.store(value, cuda::memory_order_release);
-}
-
-/* Epochs on the device (snac/layout.h): the count of collectives this rank
- * completed, kept in one word per CTA index so that no CTA waits for
- * another. Between kernels every word holds the same count; CTA c reads
- * word c, and at its end writes it back advanced, and CTA 0 also writes the
- * words of CTA indices its kernel does not launch. No word is written while
- * a CTA of the same kernel may still read it, and the next kernel on the
- * rank's stream sees every write. Graph replays advance the count too: the
- * epoch never comes from the host. (A counter of finished CTAs, which the
- * last one would advance, costs an atomic round trip at the end of every
- * multi-CTA kernel; measured in bench/ll_latency.) */
-static __device__ __forceinline__ uint64_t snacEpochBegin(const purlinDevComm_t* dc) {
-  /* The context sits at offset 0 of this rank's heap: no load to find it. */
-  const uint64_t* words = (const uint64_t*)((const char*)dc + PURLIN_CTRL_EPOCH_OFFSET);
-  return *(volatile const uint64_t*)&words[blockIdx.x] + 1;
-}
-
-/* Called by every thread of every CTA at the end of the kernel, which
- * launches at most PURLIN_CTRL_EPOCH_WORDS CTAs. */
-static __device__ __forceinline__ void snacEpochEnd(const purlinDevComm_t* dc, uint64_t epoch) {
-  __syncthreads(); /* every thread of this CTA has read its word */
-  uint64_t* words = (uint64_t*)((char*)dc + PURLIN_CTRL_EPOCH_OFFSET);
-  const unsigned t = threadIdx.x;
-  if (t < PURLIN_CTRL_EPOCH_WORDS && (t == blockIdx.x || (blockIdx.x == 0 && t >= gridDim.x)))
-    *(volatile uint64_t*)&words[t] = epoch;
 }
 
 #endif /* PURLIN_SNAC_WAIT_CUH_ */

@@ -40,7 +40,7 @@ static __host__ __device__ __forceinline__ void purlinDevSlice(size_t count, siz
 /* Copies `bytes` from src to dst with the calling team. */
 static __device__ __forceinline__ void purlinDevCopyTeam(void* dst, const void* src, size_t bytes,
                                                          int tid, int nthreads) {
-  purlinAtomDefault::copy(dst, src, bytes, tid, nthreads, NULL);
+  purlinAtomDefault::copy(dst, src, bytes, tid, nthreads, 0, NULL);
 }
 
 /* Copies `bytes` from src to dst with the whole CTA. */
@@ -55,7 +55,8 @@ template <purlinDataType_t D, purlinRedOp_t O>
 static __device__ __forceinline__ void purlinDevReduceTeam(void* const* dsts, int ndst,
                                                            const void* const* srcs, int nsrc,
                                                            size_t count, int tid, int nthreads) {
-  purlinAtomDefault::template reduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, NULL);
+  purlinAtomDefault::template reduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, 0,
+                                             NULL);
 }
 
 template <purlinDataType_t D, purlinRedOp_t O>

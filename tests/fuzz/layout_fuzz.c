@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "runtime/collective.h"
+#include "runtime/coll_check.h"
 #include "runtime/platform.h"
 #include "snac/layout.h"
 #include "tests/fuzz/fuzz_check.h"

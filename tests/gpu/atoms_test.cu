@@ -34,7 +34,7 @@ template <typename Atom>
 __global__ void __launch_bounds__(kThreads) copyKernel(char* dst, const char* src, size_t bytes) {
   size_t begin, n;
   purlinAtomSlice(bytes, 1, blockIdx.x, gridDim.x, &begin, &n);
-  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x, atomSmem);
+  Atom::copy(dst + begin, src + begin, n, threadIdx.x, blockDim.x, 0, atomSmem);
 }
 
 template <typename Atom, purlinDataType_t D, purlinRedOp_t O>
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreads)
   const void* srcs[kMaxSrc];
   for (int k = 0; k < ndst; ++k) dsts[k] = (raw*)p.dst[k] + begin;
   for (int s = 0; s < nsrc; ++s) srcs[s] = (const raw*)p.src[s] + begin;
-  Atom::template reduce<D, O>(dsts, ndst, srcs, nsrc, n, threadIdx.x, blockDim.x, atomSmem);
+  Atom::template reduce<D, O>(dsts, ndst, srcs, nsrc, n, threadIdx.x, blockDim.x, 0, atomSmem);
 }
 
 /* Launches `kernel` with the Atom's dynamic shared memory. One CTA runs

@@ -15,7 +15,8 @@
 
 #include "atoms/dtype.cuh"
 #include "runtime/comm.h"
-#include "snac/ll.h"
+#include "runtime/plan.h"
+#include "snac/latency.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/unit/check.h"
 
@@ -99,9 +100,26 @@ struct Case {
         if (coll == purlinCollReduceScatter) recvp[r] = sendp[r] + (size_t)r * count * eb;
       }
     }
-    uint64_t desc = purlinLLDescriptor(&l, l.counts, D, O);
-    uint64_t maxBlock = purlinLLMaxBlockBytes(&l, l.counts);
-    int threads = purlinLLThreads(l.coll, maxBlock), ctas = purlinLLCtas(maxBlock, threads);
+    uint64_t desc = purlinLatencyDescriptor(&l, l.counts, D, O);
+    /* The plan's eager shape for this call (runtime/plan.h), forced onto
+     * the latency path. */
+    purlinPlanShape_t shape = {};
+    shape.coll = l.coll;
+    shape.nranks = n;
+    shape.maxBlockBytes = purlinLatencyMaxBlockBytes(&l, l.counts);
+    shape.outBytes = purlinLayoutMaxBufferCount(&l) * eb;
+    shape.aligned8 = 1;
+    for (int r = 0; r < n; ++r)
+      if ((((uintptr_t)sendp[r] | (uintptr_t)recvp[r]) & 7u) != 0) shape.aligned8 = 0;
+    purlinPlanFacts_t facts = {};
+    facts.cc = 90;
+    facts.sms = 132;
+    facts.ranksOnDevice = n;
+    facts.latencyBytes = R->latencyBytes;
+    facts.throughputBytes = (uint64_t)64 << 20;
+    facts.forcedPath = purlinPathLatency;
+    purlinPlan_t plan;
+    GPU_PURLIN_OK(purlinPlanMake(&shape, &facts, &plan));
     for (int iter = 0; iter < 3; ++iter) {
       for (int r = 0; r < n; ++r) {
         GPU_CUDA_OK(cudaMemset(R->recv[r], kPoison, R->cap));
@@ -109,8 +127,9 @@ struct Case {
       }
       GPU_CUDA_OK(cudaDeviceSynchronize());
       for (int r = 0; r < n; ++r) {
-        purlinLLArgs_t a = {R->dc[r], r, sendp[r], recvp[r], l, D, O, desc};
-        GPU_CUDA_OK(purlinLLLaunch(&a, l.counts, ctas, threads, R->streams[r]));
+        purlinLatencyArgs_t a = {R->dc[r], r, sendp[r], recvp[r], l, D, O, desc};
+        GPU_CUDA_OK(purlinLatencyLaunch(&a, l.counts, plan.ctas, plan.threads,
+                                        plan.smallAllReduce, R->streams[r]));
       }
       GPU_CUDA_OK(cudaDeviceSynchronize());
       for (int d = 0; d < n; ++d) {
@@ -196,7 +215,7 @@ int main(void) {
   for (int n : rankCounts) {
     Ranks R;
     initRanks(&R, n, 10000);
-    uint64_t capBytes = purlinLLBlockCapacity(R.latencyBytes, n);
+    uint64_t capBytes = purlinLatencyBlockCapacity(R.latencyBytes, n);
     for (purlinCollective_t coll : colls) {
       bool reduce = purlinCollReduces(coll);
       for (purlinDataType_t d : dtypes) {
@@ -243,9 +262,9 @@ int main(void) {
     initRanks(&R, 2, 2000);
     for (int r = 0; r < 2; ++r) {
       purlinLayout_t l = {purlinCollAllReduce, 2, 4, (uint64_t)(10 + r), NULL};
-      purlinLLArgs_t a = {R.dc[r], r, R.send[r], R.recv[r], l, purlinFloat32, purlinSum,
-                          purlinLLDescriptor(&l, NULL, purlinFloat32, purlinSum)};
-      GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, PURLIN_LL_THREADS, R.streams[r]));
+      purlinLatencyArgs_t a = {R.dc[r], r, R.send[r], R.recv[r], l, purlinFloat32, purlinSum,
+                               purlinLatencyDescriptor(&l, NULL, purlinFloat32, purlinSum)};
+      GPU_CUDA_OK(purlinLatencyLaunch(&a, NULL, 1, PURLIN_LATENCY_THREADS, 0, R.streams[r]));
     }
     GPU_CUDA_OK(cudaDeviceSynchronize());
     purlinResult_t async = purlinSuccess;
@@ -260,9 +279,9 @@ int main(void) {
     Ranks R;
     initRanks(&R, 2, 300);
     purlinLayout_t l = {purlinCollAllGather, 2, 4, 100, NULL};
-    purlinLLArgs_t a = {R.dc[0], 0, R.send[0], R.recv[0], l, purlinFloat32, purlinSum,
-                        purlinLLDescriptor(&l, NULL, purlinFloat32, purlinSum)};
-    GPU_CUDA_OK(purlinLLLaunch(&a, NULL, 1, PURLIN_LL_THREADS, R.streams[0]));
+    purlinLatencyArgs_t a = {R.dc[0], 0, R.send[0], R.recv[0], l, purlinFloat32, purlinSum,
+                             purlinLatencyDescriptor(&l, NULL, purlinFloat32, purlinSum)};
+    GPU_CUDA_OK(purlinLatencyLaunch(&a, NULL, 1, PURLIN_LATENCY_THREADS, 0, R.streams[0]));
     GPU_CUDA_OK(cudaDeviceSynchronize());
     purlinResult_t async = purlinSuccess;
     GPU_PURLIN_OK(purlinCommGetAsyncError(R.comms[0], &async));

@@ -1,12 +1,12 @@
 /*
- * collective.h -- the checks every collective call passes before anything is
+ * coll_check.h -- the checks every collective call passes before anything is
  * launched: datatype and op, counts that overflow, NULL buffers with data,
  * buffers a kernel cannot reach, overlaps that are not NCCL's in-place
  * arrangements, and aborted communicators. Each failure is a documented
  * result with a message naming the argument; no state changes.
  */
-#ifndef PURLIN_RUNTIME_COLLECTIVE_H_
-#define PURLIN_RUNTIME_COLLECTIVE_H_
+#ifndef PURLIN_RUNTIME_COLL_CHECK_H_
+#define PURLIN_RUNTIME_COLL_CHECK_H_
 
 #include "runtime/purlin.h"
 #include "snac/layout.h"
@@ -24,15 +24,27 @@ purlinResult_t purlinCollCheckArgs(int rank, int device, const purlinLayout_t* l
                                    const void* sendbuff, const void* recvbuff,
                                    purlinDataType_t dtype, purlinRedOp_t op);
 
-/* purlinCollCheckArgs for a live communicator's rank, after checking the
- * handle and that the communicator has not been aborted (purlinAborted,
- * quoting the cause). The message goes to purlinGetLastError(comm). */
+/* purlinCollCheckArgs for a communicator's rank, after checking that the
+ * communicator has not been aborted (purlinAborted, quoting the cause):
+ * without the registry lock unless it has (purlinCommFailed). The caller
+ * has checked the handle (purlinCommCheckHandle). The message goes to
+ * purlinGetLastError(comm). */
 purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
                                const void* sendbuff, const void* recvbuff, purlinDataType_t dtype,
                                purlinRedOp_t op);
+
+/* Whether V `counts` are in device memory (read by the GPU when the
+ * collective runs) or host memory (read now). */
+purlinResult_t purlinCollCountsOnDevice(purlinComm_t comm, const size_t* counts, int* onDevice);
+
+/* A non-NULL buffer of a call whose sizes only the device knows must still
+ * be memory the rank's kernels can reach (`fn` and `name` for the
+ * message). */
+purlinResult_t purlinCollCheckUnsizedBuffer(purlinComm_t comm, const char* fn, const char* name,
+                                            const void* p);
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* PURLIN_RUNTIME_COLLECTIVE_H_ */
+#endif /* PURLIN_RUNTIME_COLL_CHECK_H_ */

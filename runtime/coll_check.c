@@ -1,7 +1,7 @@
 /*
- * collective.c -- argument checks of collective calls (collective.h).
+ * coll_check.c -- argument checks of collective calls (coll_check.h).
  */
-#include "runtime/collective.h"
+#include "runtime/coll_check.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -96,7 +96,9 @@ purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
                                const void* sendbuff, const void* recvbuff, purlinDataType_t dtype,
                                purlinRedOp_t op) {
   purlinResult_t async = purlinSuccess;
-  PURLIN_CHECK(purlinCommGetAsyncError(comm, &async));
+  /* The lock-free test first: the registry lock only once the group has
+   * failed, for its message. */
+  if (purlinCommFailed(comm)) PURLIN_CHECK(purlinCommGetAsyncError(comm, &async));
   if (async != purlinSuccess) {
     purlinResult_t r = PURLIN_ERROR(purlinAborted,
                                     "the communicator is aborted and takes no more collectives "
@@ -112,4 +114,23 @@ purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
   if (r != purlinSuccess)
     snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
   return r;
+}
+
+purlinResult_t purlinCollCountsOnDevice(purlinComm_t comm, const size_t* counts, int* onDevice) {
+  const char* kind = "";
+  PURLIN_CHECK(purlinPlatformGet()->pointerUsable(counts, comm->device, onDevice, &kind));
+  return purlinSuccess;
+}
+
+purlinResult_t purlinCollCheckUnsizedBuffer(purlinComm_t comm, const char* fn, const char* name,
+                                            const void* p) {
+  int usable = 0;
+  const char* kind = "";
+  if (p == NULL) return purlinSuccess;
+  PURLIN_CHECK(purlinPlatformGet()->pointerUsable(p, comm->device, &usable, &kind));
+  PURLIN_RETURN_IF(!usable, purlinInvalidArgument,
+                   "%s: %s %p is %s; collectives read and write GPU memory (cudaMalloc, or "
+                   "managed memory)",
+                   fn, name, p, kind);
+  return purlinSuccess;
 }

@@ -1,20 +1,30 @@
 /*
- * ll.cu -- the latency path of SNAC: push of 16-byte packets carrying
- * payload and epoch (see ll.h). One kernel per rank per collective; every
- * wait polls the abort word and a timeout, and a failure is recorded in the
- * group's error record, never trapped.
- */
-#include "snac/ll.h"
-
-#include "atoms/dtype.cuh"
-#include "snac/wait.cuh"
-
-/* Code size matters on this path: a small call runs each instruction
+ * latency.cuh -- the latency path of SNAC as team routines (see latency.h
+ * for the protocol): push of 16-byte packets carrying payload and epoch.
+ * Called by the eager kernels (latency.cu), the persistent megakernel and
+ * user kernels, each with its team, its epoch and, for the general
+ * routine, the call's per-peer table (built on the host for eager launches,
+ * derived from a descriptor on the device by snacLatencyCallFromDesc).
+ * Every wait polls the abort word and a timeout, and a failure is recorded
+ * in the group's error record, never trapped.
+ *
+ * Code size matters on this path: a small call runs each instruction
  * about once, so every instruction-cache line its code spans is a fetch
  * from L2 on the critical path. The layout algebra and the byte loops are
  * therefore out of line, one copy per kernel, called from every site (an
  * inlined copy per unrolled peer made the general kernel 263 KB of machine
- * code and its small calls ~2.5 us slower). */
+ * code and its small calls ~2.5 us slower).
+ */
+#ifndef PURLIN_SNAC_LATENCY_CUH_
+#define PURLIN_SNAC_LATENCY_CUH_
+
+#include <cub/warp/warp_scan.cuh>
+
+#include "atoms/dtype.cuh"
+#include "snac/descriptor.h"
+#include "snac/latency.h"
+#include "snac/team.cuh"
+#include "snac/wait.cuh"
 
 /* Up to 8 bytes at any alignment; missing bytes read as 0. */
 static __device__ __noinline__ uint64_t llLoadBytes(const char* p, uint64_t n) {
@@ -37,27 +47,24 @@ static __device__ __forceinline__ void store8(char* p, uint64_t v, uint64_t n) {
   else llStoreBytes(p, v, n);
 }
 
-/* What this rank sends each peer and receives from it, in bytes. The
- * launcher evaluates the layout algebra on the host (purlinLayoutBlock: a
- * prefix sum over V counts per block) and passes the table in the kernel's
- * parameters, so each peer costs the kernel one constant-bank read instead
- * of a serial loop per peer on the critical path. Every offset and size
- * fits 32 bits: the latency path carries blocks of at most
- * purlinLLBlockCapacity bytes, and a buffer holds at most nranks of them.
- * The latency path runs AllReduce one-shot: every rank sends its whole
- * buffer to every peer and reduces all of them, one hop instead of the two
- * of ReduceScatter + AllGather; each element is still reduced over ranks
- * 0..n-1 in order, so the bits equal the other paths'. */
-struct LLPeer {
-  uint32_t sendOff;   /* my block for the peer, in my input */
+/* What this rank sends each peer and receives from it, in bytes, and the
+ * call's arguments: everything the general routine reads. Every offset and
+ * size fits 32 bits: the latency path carries blocks of at most
+ * purlinLatencyBlockCapacity bytes, and a buffer holds at most nranks of
+ * them. The latency path runs AllReduce one-shot: every rank sends its
+ * whole buffer to every peer and reduces all of them, one hop instead of
+ * the two of ReduceScatter + AllGather; each element is still reduced over
+ * ranks 0..n-1 in order, so the bits equal the other paths'. */
+struct SnacLatencyPeer {
+  uint32_t sendOff; /* my block for the peer, in my input */
   uint32_t sendBytes;
-  uint32_t recvOff;   /* the peer's block for me, in my output */
+  uint32_t recvOff; /* the peer's block for me, in my output */
   uint32_t recvBytes;
 };
 
-struct LLParams {
-  purlinLLArgs_t a;
-  LLPeer peer[PURLIN_DEV_MAX_RANKS];
+struct SnacLatencyCall {
+  purlinLatencyArgs_t a;
+  SnacLatencyPeer peer[PURLIN_DEV_MAX_RANKS];
 };
 
 /* Peers are read in batches of LL_BATCH: every packet of a batch is loaded
@@ -90,21 +97,27 @@ struct LLAccum {
   }
 };
 
-/* The time of a small call is a chain of memory round trips, each a large
+/* ------------------------------------------------------------------------
+ * The general routine: every collective and shape (block algebra, byte
+ * loops, several packets per thread).
+ *
+ * The time of a small call is a chain of memory round trips, each a large
  * part of it (bench/ll_latency): the epoch; the pushes and the loads of the
  * peers' packets; the end of the kernel. Everything else is issued beside
  * them: the thread's first input bytes and the peers' heap bases load with
- * the epoch, the header a thread checks loads with its data packets. */
+ * the epoch, the header a thread checks loads with its data packets.
+ * ---------------------------------------------------------------------- */
 template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
-static __device__ void llBody(const LLParams& p) {
-  const purlinLLArgs_t& a = p.a;
+static __device__ __forceinline__ void snacLatencyRun(const SnacTeam& t, uint64_t epoch,
+                                                      const SnacLatencyCall& p) {
+  const purlinLatencyArgs_t& a = p.a;
   purlinDevComm_t* dc = a.devComm;
   const purlinCollective_t coll = a.layout.coll;
   const int me = a.rank, n = a.layout.nranks;
   const uint32_t eb = a.layout.elemBytes;
   const uint64_t count = a.layout.count;
-  const uint64_t g = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-  const uint64_t G = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t g = snacTeamThread(t);
+  const uint64_t G = snacTeamThreads(t);
   const bool isAR = coll == purlinCollAllReduce;
   const char* send = (const char*)a.sendbuff;
   char* recv = (char*)a.recvbuff;
@@ -116,9 +129,7 @@ static __device__ void llBody(const LLParams& p) {
   const uint64_t first = firstLen ? load8(send + 8 * g, firstLen) : 0;
 
   SnacState st;
-  /* Every CTA reads its epoch word before any CTA of this kernel writes
-   * one back (snacEpochEnd), so all agree on the epoch. */
-  snacInit(&st, dc, me, snacEpochBegin(dc), a.descriptor);
+  snacInit(&st, dc, me, epoch, a.descriptor);
   const uint32_t flag = (uint32_t)st.epoch;
 
   /* Stage + notify: push every peer its block, header first; peers in
@@ -131,7 +142,7 @@ static __device__ void llBody(const LLParams& p) {
       d[j] = (me + k0 + j) % n;
       if (k0 + j < n) r[j] = snacPeerRegion(&st, d[j]);
     }
-    /* Headers from the last threads of the grid, which small calls leave
+    /* Headers from the last threads of the team, which small calls leave
      * without data: they run beside the data pushes and waits. */
 #pragma unroll
     for (int j = 0; j < LL_BATCH; ++j)
@@ -159,7 +170,7 @@ static __device__ void llBody(const LLParams& p) {
     }
   }
 
-  /* The header this thread checks (the last threads of the grid, see the
+  /* The header this thread checks (the last threads of the team, see the
    * push) loads now, beside the data packets, and is tested at the end. */
   const int hp = (int)(G - 1 - g);
   const bool checksHeader = G - 1 - g < (uint64_t)n && hp != me;
@@ -170,7 +181,7 @@ static __device__ void llBody(const LLParams& p) {
 
   /* Consume. */
   if (REDUCE) {
-    const LLPeer mine = p.peer[me];
+    const SnacLatencyPeer mine = p.peer[me];
     const uint64_t P = (mine.recvBytes + 7) / 8;
     for (uint64_t i = g; i < P && !st.failed; i += G) {
       const uint64_t m = mine.recvBytes - 8 * i < 8 ? mine.recvBytes - 8 * i : 8;
@@ -207,7 +218,7 @@ static __device__ void llBody(const LLParams& p) {
   } else {
     /* This rank's own block, unless in place. */
     {
-      const LLPeer b = p.peer[me];
+      const SnacLatencyPeer b = p.peer[me];
       const uint64_t P = (b.recvBytes + 7) / 8;
       const char* from = send + b.sendOff;
       char* to = recv + b.recvOff;
@@ -264,38 +275,35 @@ static __device__ void llBody(const LLParams& p) {
   if (checksHeader && !st.failed && snacWaitPackets(&st, hat, hfrom, 1u, hk) &&
       hk[0].value() != a.descriptor)
     snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, hk[0].value());
-
-  snacEpochEnd(dc, st.epoch);
 }
 
 /* ------------------------------------------------------------------------
  * Small AllReduce: one packet per thread, at most LL_BATCH ranks, 8-byte
- * aligned buffers -- the tensor-parallel decode step. The general kernel
- * above serves every collective and shape (its block algebra, byte loops,
- * several packets per thread); this one holds a packet per thread in
+ * aligned buffers -- the tensor-parallel decode step (the plan picks it:
+ * purlinPlan_t.latencySmallAllReduce). The general routine above serves
+ * every collective and shape; this one holds a packet per thread in
  * registers and keeps the hot path short and straight: every load that
  * does not depend on the epoch issues with it, and the packets of all
  * peers load together and are waited for together (snacWaitPackets).
  * ---------------------------------------------------------------------- */
 template <purlinDataType_t D, purlinRedOp_t O>
-__global__ void __launch_bounds__(PURLIN_LL_THREADS)
-    purlinLLAllReduceKernel(const __grid_constant__ purlinLLArgs_t a) {
+static __device__ __forceinline__ void snacLatencyAllReduce(const SnacTeam& t, uint64_t epoch,
+                                                            const purlinLatencyArgs_t& a) {
   purlinDevComm_t* dc = a.devComm;
   const int me = a.rank, n = a.layout.nranks;
   const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
-  const uint64_t g = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-  const uint64_t G = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t g = snacTeamThread(t);
+  const uint64_t G = snacTeamThreads(t);
   const bool has = g < P;
   const uint64_t m = has && bytes - 8 * g < 8 ? bytes - 8 * g : 8;
 
-  /* Loads that need nothing: the input, the epoch, the heap geometry, the
-   * peers' heap bases. */
+  /* Loads that need nothing: the input, the heap geometry, the peers'
+   * heap bases (the caller's epoch load issues beside them). */
   uint64_t mine = 0;
   if (has) {
     mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
                   : llLoadBytes((const char*)a.sendbuff + 8 * g, m);
   }
-  const uint64_t epoch = snacEpochBegin(dc);
   const uint64_t latencyOffset = dc->latencyOffset, latencyBytes = dc->latencyBytes;
   char* peer[LL_BATCH];
 #pragma unroll
@@ -308,7 +316,7 @@ __global__ void __launch_bounds__(PURLIN_LL_THREADS)
   const uint32_t flag = (uint32_t)epoch;
 
   /* Stage + notify: this thread's packet to every peer; the last threads
-   * of the grid push the headers. */
+   * of the team push the headers. */
   const uint64_t mineAt = half + (uint64_t)me * region;
   const int hp = (int)(G - 1 - g); /* the peer whose header this thread pushes and checks */
   const bool header = G - 1 - g < (uint64_t)n && hp != me;
@@ -365,136 +373,114 @@ __global__ void __launch_bounds__(PURLIN_LL_THREADS)
     if (m == 8) ((uint64_t*)a.recvbuff)[g] = sum.bits();
     else llStoreBytes((char*)a.recvbuff + 8 * g, sum.bits(), m);
   }
-
-  snacEpochEnd(dc, epoch);
 }
 
-template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
-__global__ void __launch_bounds__(PURLIN_LL_THREADS)
-    purlinLLKernel(const __grid_constant__ LLParams p) {
-  llBody<REDUCE, D, O>(p);
-}
-
-/* Whether a call takes the small-AllReduce kernel. */
-static bool purlinLLSmallAllReduce(const purlinLLArgs_t* a, int ctas, int threads) {
-  const purlinLayout_t& l = a->layout;
-  uint64_t packets = (l.count * l.elemBytes + 7) / 8;
-  return l.coll == purlinCollAllReduce && l.nranks <= LL_BATCH &&
-         packets <= (uint64_t)ctas * (uint64_t)threads &&
-         (((uintptr_t)a->sendbuff | (uintptr_t)a->recvbuff) & 7u) == 0;
-}
-
-/* This rank's peer table (LLPeer) from the layout; false when a block or
- * an offset does not fit 32 bits (no call the policy sends here). */
-static bool purlinLLPeers(const purlinLLArgs_t* args, const uint64_t* hostCounts, LLParams* p) {
-  purlinLayout_t l = args->layout;
-  if (purlinCollIsV(l.coll)) {
-    if (hostCounts == NULL) return false;
-    l.counts = hostCounts;
-  }
-  const int me = args->rank, n = l.nranks;
-  const uint64_t eb = l.elemBytes;
-  for (int q = 0; q < n; ++q) {
-    purlinBlock_t out, in;
-    if (l.coll == purlinCollAllReduce) {
-      out.srcOffset = in.dstOffset = 0;
-      out.count = in.count = l.count;
-    } else {
-      purlinLayoutBlock(&l, me, q, &out);
-      purlinLayoutBlock(&l, q, me, &in);
+/* ------------------------------------------------------------------------
+ * From a descriptor to a latency call, on the device, for executors that
+ * get calls from a queue or a user kernel instead of kernel parameters.
+ * Warp 0 of the CTA computes the per-peer table into `out` (shared memory)
+ * with two warp scans over the counts, lane q for peer q -- the same
+ * offsets as the host's purlinLayoutBlock -- and checks every block against
+ * the latency path's capacity; then the team synchronises. Returns false,
+ * having reported the call (PURLIN_ERROR_BAD_COUNTS), when a block does
+ * not fit; every thread of the team gets the same answer.
+ * ---------------------------------------------------------------------- */
+static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDesc_t* d,
+                                                             const purlinDevComm_t* dc,
+                                                             SnacLatencyPeer* peer, int lane,
+                                                             int* bad) {
+  typedef cub::WarpScan<uint64_t> Scan;
+  __shared__ typename Scan::TempStorage scanStorage[2];
+  const int me = dc->rank, n = dc->nranks;
+  const purlinCollective_t coll = (purlinCollective_t)d->coll;
+  const uint64_t eb = purlinDtypeBytes((purlinDataType_t)d->dtype);
+  const uint64_t* counts = (const uint64_t*)(uintptr_t)d->counts;
+  const bool v = purlinCollIsV(coll) != 0;
+  const int q = lane;
+  /* out: what this rank sends q, at which offset of its input; in: what q
+   * sends this rank, at which offset of its output (elements). */
+  uint64_t outCount = 0, inCount = 0;
+  if (q < n) {
+    switch (coll) {
+      case purlinCollAllReduce: outCount = inCount = d->count; break;
+      case purlinCollAllGather:
+      case purlinCollAllGatherV:
+        outCount = v ? counts[me] : d->count;
+        inCount = v ? counts[q] : d->count;
+        break;
+      case purlinCollReduceScatter:
+      case purlinCollReduceScatterV:
+        outCount = v ? counts[q] : d->count;
+        inCount = v ? counts[me] : d->count;
+        break;
+      default: /* AllToAll(V): block q of my input; block q of my output came from q */
+        outCount = v ? counts[(size_t)me * n + q] : d->count;
+        inCount = v ? counts[(size_t)q * n + me] : d->count;
+        break;
     }
-    const uint64_t v[4] = {out.srcOffset * eb, out.count * eb, in.dstOffset * eb, in.count * eb};
-    for (int i = 0; i < 4; ++i)
-      if (v[i] > UINT32_MAX) return false;
-    p->peer[q].sendOff = (uint32_t)v[0];
-    p->peer[q].sendBytes = (uint32_t)v[1];
-    p->peer[q].recvOff = (uint32_t)v[2];
-    p->peer[q].recvBytes = (uint32_t)v[3];
+  }
+  /* Offsets are exclusive sums over the peers (purlinLayoutBlock):
+   * AllToAll(V) sends block q from the sum of my blocks before it and puts
+   * q's block after those of the ranks before q; AllGather(V) puts rank q's
+   * block after those of the ranks before q; ReduceScatter(V) sends block q
+   * from the sum of the blocks before it. */
+  uint64_t outOff = 0, inOff = 0;
+  Scan(scanStorage[0]).ExclusiveSum(outCount, outOff);
+  Scan(scanStorage[1]).ExclusiveSum(inCount, inOff);
+  if (coll == purlinCollAllReduce) outOff = inOff = 0;
+  if (coll == purlinCollAllGather || coll == purlinCollAllGatherV) outOff = 0;
+  /* ReduceScatter(V): every peer's block `me` reduces into offset 0 of my
+   * output. */
+  if (coll == purlinCollReduceScatter || coll == purlinCollReduceScatterV) inOff = 0;
+  const uint64_t capacity = purlinLatencyBlockCapacity(dc->latencyBytes, n);
+  if (q < n) {
+    const uint64_t so = outOff * eb, sb = outCount * eb, ro = inOff * eb, rb = inCount * eb;
+    if (sb > capacity || rb > capacity || so > UINT32_MAX || ro > UINT32_MAX) *bad = 1;
+    peer[q].sendOff = (uint32_t)so;
+    peer[q].sendBytes = (uint32_t)sb;
+    peer[q].recvOff = (uint32_t)ro;
+    peer[q].recvBytes = (uint32_t)rb;
+  }
+}
+
+/* The general routine's call for descriptor `d` (the small AllReduce needs
+ * only out->a). `out` is shared memory of the team's CTA. */
+static __device__ __forceinline__ bool snacLatencyCallFromDesc(const SnacTeam& t,
+                                                               const purlinCollDesc_t* d,
+                                                               purlinDevComm_t* dc,
+                                                               uint64_t epoch,
+                                                               SnacLatencyCall* out) {
+  __shared__ int bad;
+  if (t.tid == 0) bad = 0;
+  snacTeamSync(t);
+  if (t.tid < 32) {
+    snacLatencyPeersFromDesc(d, dc, out->peer, t.tid, &bad);
+    if (t.tid == 0) {
+      purlinLatencyArgs_t* a = &out->a;
+      a->devComm = dc;
+      a->rank = dc->rank;
+      a->sendbuff = (const void*)(uintptr_t)d->sendbuff;
+      a->recvbuff = (void*)(uintptr_t)d->recvbuff;
+      a->layout.coll = (purlinCollective_t)d->coll;
+      a->layout.nranks = dc->nranks;
+      a->layout.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
+      a->layout.count = d->count;
+      a->layout.counts = (const uint64_t*)(uintptr_t)d->counts;
+      a->dtype = (purlinDataType_t)d->dtype;
+      a->op = (purlinRedOp_t)d->op;
+      a->descriptor = d->hash != 0 ? d->hash
+                                   : purlinLayoutDescriptor(&a->layout, (int)d->dtype, (int)d->op);
+    }
+  }
+  if (snacTeamSyncOr(t, bad != 0)) {
+    if (t.tid == 0 && t.cta == 0) {
+      SnacState st;
+      snacInit(&st, dc, dc->rank, epoch, 0);
+      snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_COUNTS, dc->rank, 0);
+    }
+    return false;
   }
   return true;
 }
 
-namespace {
-struct LLLaunch {
-  const purlinLLArgs_t* args;
-  const LLParams* params;
-  int ctas, threads;
-  cudaStream_t stream;
-  bool reduce;
-  template <purlinDataType_t D, purlinRedOp_t O>
-  void run() {
-    if (reduce) go<true, D, O>();
-    else go<false, purlinFloat32, purlinSum>();
-  }
-  template <bool R, purlinDataType_t D, purlinRedOp_t O>
-  void go() {
-    if (R && purlinLLSmallAllReduce(args, ctas, threads))
-      purlinLLAllReduceKernel<D, O><<<ctas, threads, 0, stream>>>(*args);
-    else
-      purlinLLKernel<R, D, O><<<ctas, threads, 0, stream>>>(*params);
-  }
-};
-}  // namespace
-
-extern "C" cudaError_t purlinLLLaunch(const purlinLLArgs_t* args, const uint64_t* hostCounts,
-                                      int ctas, int threads, cudaStream_t stream) {
-  if (ctas < 1 || ctas > PURLIN_LL_MAX_CTAS || threads < 32 || threads > PURLIN_LL_THREADS ||
-      threads % 32 != 0 || (uint64_t)ctas * threads < (uint64_t)args->layout.nranks ||
-      args->layout.nranks > PURLIN_DEV_MAX_RANKS)
-    return cudaErrorInvalidConfiguration;
-  LLParams p;
-  p.a = *args;
-  if (!purlinLLPeers(args, hostCounts, &p)) return cudaErrorInvalidValue;
-  LLLaunch l = {args, &p, ctas, threads, stream, purlinCollReduces(args->layout.coll) != 0};
-  if (!purlinDispatchDtypeOp(args->dtype, args->op, l)) return cudaErrorInvalidValue;
-  return cudaGetLastError();
-}
-
-extern "C" uint64_t purlinLLBlockCapacity(uint64_t latencyBytes, int nranks) {
-  uint64_t region = (latencyBytes / (uint64_t)nranks) & ~(uint64_t)15;
-  return region / 16 < 1 ? 0 : (region / 16 - 1) * 8;
-}
-
-extern "C" uint64_t purlinLLMaxBlockBytes(const purlinLayout_t* layout, const uint64_t* hostCounts) {
-  purlinLayout_t l = *layout;
-  if (purlinCollIsV(l.coll)) l.counts = hostCounts;
-  if (l.coll == purlinCollAllReduce) return l.count * l.elemBytes;
-  uint64_t worst = 0;
-  for (int s = 0; s < l.nranks; ++s)
-    for (int d = 0; d < l.nranks; ++d) {
-      purlinBlock_t b;
-      purlinLayoutBlock(&l, s, d, &b);
-      if (b.count * l.elemBytes > worst) worst = b.count * l.elemBytes;
-    }
-  return worst;
-}
-
-extern "C" uint64_t purlinLLDescriptor(const purlinLayout_t* layout, const uint64_t* hostCounts,
-                                       purlinDataType_t dtype, purlinRedOp_t op) {
-  purlinLayout_t l = *layout;
-  if (purlinCollIsV(l.coll)) l.counts = hostCounts;
-  return purlinLayoutDescriptor(&l, (int)dtype, (int)op);
-}
-
-/* AllReduce, bench/ll_latency on one H200, 8 ranks: CTAs of 64 and 128
- * threads tie up to 16 KiB and beat 256 (11.7 against 12.0 us at 8 KiB);
- * past a packet per thread, each further packet a thread carries costs a
- * round trip, so the CTAs grow instead (32 KiB: 13.1 us on 128 threads,
- * 15.0 on 64). The other collectives run the general kernel, whose V
- * forms slowed from 24 to 29 us (AllToAllV, 3.8 KB, bench/collectives) on
- * small CTAs: they keep CTAs of PURLIN_LL_THREADS. */
-extern "C" int purlinLLThreads(purlinCollective_t coll, uint64_t maxBlockBytes) {
-  if (coll != purlinCollAllReduce) return PURLIN_LL_THREADS;
-  uint64_t packets = (maxBlockBytes + 7) / 8;
-  for (int threads = 64; threads < PURLIN_LL_THREADS; threads *= 2)
-    if (packets <= (uint64_t)threads * PURLIN_LL_MAX_CTAS) return threads;
-  return PURLIN_LL_THREADS;
-}
-
-extern "C" int purlinLLCtas(uint64_t maxBlockBytes, int threads) {
-  uint64_t packets = (maxBlockBytes + 7) / 8;
-  uint64_t ctas = (packets + (uint64_t)threads - 1) / (uint64_t)threads;
-  if (ctas < 1) ctas = 1;
-  if (ctas > PURLIN_LL_MAX_CTAS) ctas = PURLIN_LL_MAX_CTAS;
-  return (int)ctas;
-}
+#endif /* PURLIN_SNAC_LATENCY_CUH_ */

@@ -1,25 +1,27 @@
 /*
- * tp_kernel.cuh -- the throughput path's kernel (see tp.h), a template over
- * the Atom that moves the bytes. Included by one .cu per Atom, so the three
- * Atoms' instantiations compile in parallel.
+ * throughput.cuh -- the throughput path of SNAC as a team routine (see
+ * throughput.h for the protocol), a template over the Atom that moves the
+ * bytes. Called by the eager kernels (throughput_kernels.cuh, one .cu per
+ * Atom so that the Atoms' instantiations compile in parallel), the
+ * persistent megakernel and user kernels, each with its team, its epoch,
+ * its shared memory (SnacThroughputSmem, and the Atom's) and the call's
+ * arguments (kernel parameters, or snacThroughputArgsFromDesc on the
+ * device).
  *
- * CTA b of every rank owns slice b (purlinAtomSlice) of every block and
- * talks only to the CTAs b of the other ranks, through flags indexed
- * (peer, b) in the control region (dev_comm.h). Flag values are tags
- * (epoch << 32 | round + 1): they only grow, so a wait for one is never
- * satisfied by an earlier collective's flag.
+ * Team CTA b of every rank owns slice b (purlinAtomSlice) of every block
+ * and talks only to the team CTAs b of the other ranks, through flags
+ * indexed [peer][b] in the control region (purlinControl_t). Flag values
+ * are tags (epoch << 32 | round + 1): they only grow, so a wait for one is
+ * never satisfied by an earlier collective's flag.
  */
-#ifndef PURLIN_SNAC_TP_KERNEL_CUH_
-#define PURLIN_SNAC_TP_KERNEL_CUH_
+#ifndef PURLIN_SNAC_THROUGHPUT_CUH_
+#define PURLIN_SNAC_THROUGHPUT_CUH_
 
 #include "atoms/atoms.cuh"
-#include "snac/tp.h"
+#include "snac/descriptor.h"
+#include "snac/team.cuh"
+#include "snac/throughput.h"
 #include "snac/wait.cuh"
-
-struct purlinTPParams_t {
-  purlinTPArgs_t a;
-  uint64_t counts[PURLIN_TP_MAX_COUNTS]; /* V forms with host counts */
-};
 
 /* What one peer announced in its header. */
 struct TPPeer {
@@ -28,8 +30,9 @@ struct TPPeer {
   int direct;
 };
 
-struct TPShared {
-  uint64_t counts[PURLIN_TP_MAX_COUNTS];
+/* The routine's shared memory, given by the caller (about 9 KiB). */
+struct SnacThroughputSmem {
+  uint64_t counts[PURLIN_THROUGHPUT_MAX_COUNTS];
   TPPeer peer[PURLIN_DEV_MAX_RANKS];
   purlinBlock_t in[PURLIN_DEV_MAX_RANKS]; /* block(s -> me) */
   purlinBlock_t out[PURLIN_DEV_MAX_RANKS]; /* block(me -> d) */
@@ -42,9 +45,9 @@ static __device__ __forceinline__ uint64_t tpTag(uint64_t epoch, uint64_t round)
   return (epoch << 32) | (round + 1);
 }
 
-static __device__ __forceinline__ uint64_t* tpFlag(const purlinDevComm_t* dc, int owner,
-                                                   uint32_t offset, int peer, int cta) {
-  return (uint64_t*)((char*)dc->peerHeap[owner] + offset) + peer * PURLIN_DEV_MAX_RANKS + cta;
+/* The flag words of rank `owner`'s control region, as mapped here. */
+static __device__ __forceinline__ purlinControl_t* tpControl(const purlinDevComm_t* dc, int owner) {
+  return (purlinControl_t*)dc->peerHeap[owner];
 }
 
 /* CTA `cta`'s slice of a block, and its window `r` of `window` bytes (all
@@ -65,34 +68,37 @@ static __device__ __forceinline__ void tpWindow(uint64_t count, uint64_t eb, int
   *n = lo < len ? (len - lo < w ? len - lo : w) : 0;
 }
 
-/* Pieces below this size go through the generic Atom, whose calls need no
- * barrier between them, so one CTA's copies from several peers overlap;
- * the pipelined Atoms pay a pipeline fill and a drain per call (measured:
- * AllGather of 1 MiB over 8 ranks, bench/collectives). */
-#define TP_SMALL_BYTES ((uint64_t)32 << 10)
-
+/* Pieces below the plan's smallBytes go through the generic Atom, whose
+ * calls need no barrier between them, so one CTA's copies from several
+ * peers overlap; the pipelined Atoms pay a pipeline fill and a drain per
+ * call (runtime/plan.c cites the measurement). */
 template <typename A>
-static __device__ __forceinline__ void tpCopy(void* dst, const void* src, uint64_t bytes,
-                                              bool small, void* smem) {
+static __device__ __forceinline__ void tpCopy(const SnacTeam& t, void* dst, const void* src,
+                                              uint64_t bytes, bool small, void* smem) {
   if (bytes == 0) return;
   if (small) {
-    purlinAtomGenericT::copy(dst, src, bytes, threadIdx.x, blockDim.x, smem);
+    purlinAtomGenericT::copy(dst, src, bytes, t.tid, t.nthreads, t.bar, smem);
   } else {
-    A::copy(dst, src, bytes, threadIdx.x, blockDim.x, smem);
-    __syncthreads();
+    A::copy(dst, src, bytes, t.tid, t.nthreads, t.bar, smem);
+    snacTeamSync(t);
   }
 }
 
+/* One collective on the throughput path. `hostCounts` are V counts the
+ * caller holds (kernel parameters), or NULL with a.deviceCounts. `sh` and
+ * `atomSmem` (A::smemBytes, 128-byte aligned) are shared memory of the
+ * team's CTA part; the team has at most PURLIN_THROUGHPUT_MAX_CTAS CTAs of
+ * at most PURLIN_THROUGHPUT_THREADS threads. */
 template <typename A, bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
-__global__ void __launch_bounds__(PURLIN_TP_THREADS)
-    purlinTPKernel(const __grid_constant__ purlinTPParams_t p) {
-  extern __shared__ __align__(128) unsigned char atomSmem[];
-  __shared__ TPShared sh;
-  const purlinTPArgs_t& a = p.a;
+static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint64_t epoch,
+                                                         const purlinThroughputArgs_t& a,
+                                                         const uint64_t* hostCounts,
+                                                         SnacThroughputSmem* shp,
+                                                         unsigned char* atomSmem) {
+  SnacThroughputSmem& sh = *shp;
   purlinDevComm_t* dc = a.devComm;
   const int me = dc->rank, n = dc->nranks;
-  const int tid = threadIdx.x, T = blockDim.x, b = blockIdx.x, C = gridDim.x;
-  const uint64_t epoch = snacEpochBegin(dc);
+  const int tid = t.tid, T = t.nthreads, b = t.cta, C = t.ctas;
   purlinLayout_t l = a.layout;
   const uint64_t eb = l.elemBytes;
   const bool isAR = l.coll == purlinCollAllReduce;
@@ -102,7 +108,7 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
   /* Counts (V forms), then the descriptor and the blocks of this rank. */
   if (purlinCollIsV(l.coll)) {
     int k = l.coll == purlinCollAllToAllV ? n * n : n;
-    const uint64_t* src = a.deviceCounts != NULL ? a.deviceCounts : p.counts;
+    const uint64_t* src = a.deviceCounts != NULL ? a.deviceCounts : hostCounts;
     for (int i = tid; i < k; i += T) sh.counts[i] = src[i];
     l.counts = sh.counts;
   }
@@ -111,17 +117,15 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
     sh.anyStaged = 0;
     sh.descriptor = a.descriptor;
   }
-  __syncthreads();
-  if (a.deviceCounts != NULL && tid == 0)
-    sh.descriptor = purlinLayoutDescriptor(&l, (int)a.dtype, (int)a.op) | PURLIN_TP_DESCRIPTOR_BIT;
-  __syncthreads();
+  snacTeamSync(t);
+  if (a.descriptor == 0 && tid == 0)
+    sh.descriptor =
+        purlinLayoutDescriptor(&l, (int)a.dtype, (int)a.op) | PURLIN_THROUGHPUT_DESCRIPTOR_BIT;
+  snacTeamSync(t);
   snacInit(&st, dc, me, epoch, sh.descriptor);
   if (a.deviceCounts != NULL && tid == 0 && purlinLayoutMaxBufferCount(&l) == UINT64_MAX)
     snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_COUNTS, me, 0);
-  if (__syncthreads_or(st.failed)) {
-    snacEpochEnd(dc, epoch);
-    return;
-  }
+  if (snacTeamSyncOr(t, st.failed)) return;
   if (tid < n) {
     if (isAR) {
       /* Owner chunks: in[s] is chunk s (what s owns), out[d] chunk d. */
@@ -188,10 +192,7 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
     sh.peer[tid] = pe;
     if (!pe.direct) atomicOr(&sh.anyStaged, 1);
   }
-  if (__syncthreads_or(st.failed)) {
-    snacEpochEnd(dc, epoch);
-    return;
-  }
+  if (snacTeamSyncOr(t, st.failed)) return;
 
   /* Rounds: one when every rank is direct, else enough windows of
    * windowBytes for CTA b's slice of the largest block. */
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
   /* Part `part` of slot `slot` of CTA b in rank `owner`'s staging. */
 #define TP_STAGE(owner, slot, part)                                                         \
   ((char*)dc->peerHeap[owner] + dc->throughputOffset + half * dc->throughputBytes +        \
-   (((uint64_t)b * PURLIN_TP_SLOTS + (slot)) * parts + (part)) * W)
+   (((uint64_t)b * PURLIN_THROUGHPUT_SLOTS + (slot)) * parts + (part)) * W)
 
   char* const recv = (char*)a.recvbuff;
   const char* const send = (const char*)a.sendbuff;
@@ -220,44 +221,44 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
     tpWindow(sh.in[me].count, eb, b, C, 0, 0, &o0, &on);
     const char* src = send + (sh.in[me].srcOffset + o0) * eb;
     char* dst = recv + (sh.in[me].dstOffset + o0) * eb;
-    if (src != dst) tpCopy<A>(dst, src, on * eb, on * eb < TP_SMALL_BYTES, atomSmem);
+    if (src != dst) tpCopy<A>(t, dst, src, on * eb, on * eb < a.smallBytes, atomSmem);
   }
 
   for (uint64_t r = 0; r < rounds && !st.failed; ++r) {
-    const int slot = (int)(r % PURLIN_TP_SLOTS);
+    const int slot = (int)(r % PURLIN_THROUGHPUT_SLOTS);
     /* Stage: wait until every consumer released this slot, copy this
      * round's windows into it, raise READY at every peer. */
     if (!a.direct) {
-      if (r >= PURLIN_TP_SLOTS && tid < n && tid != me)
-        snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_CONSUMED_OFFSET, tid, b),
-                     tpTag(epoch, r - PURLIN_TP_SLOTS), tid);
-      if (__syncthreads_or(st.failed)) break;
+      if (r >= PURLIN_THROUGHPUT_SLOTS && tid < n && tid != me)
+        snacWaitFlag(&st, &tpControl(dc, me)->consumed[tid][b],
+                     tpTag(epoch, r - PURLIN_THROUGHPUT_SLOTS), tid);
+      if (snacTeamSyncOr(t, st.failed)) break;
       if (isAG) {
         uint64_t w0, wn;
         tpWindow(sh.out[me].count, eb, b, C, W, r, &w0, &wn);
-        tpCopy<A>(TP_STAGE(me, slot, 0), send + (sh.out[me].srcOffset + w0) * eb, wn * eb,
-                  wn * eb < TP_SMALL_BYTES, atomSmem);
+        tpCopy<A>(t, TP_STAGE(me, slot, 0), send + (sh.out[me].srcOffset + w0) * eb, wn * eb,
+                  wn * eb < a.smallBytes, atomSmem);
       } else {
         for (int d = 0; d < n; ++d) {
           if (d == me) continue;
           uint64_t w0, wn;
           tpWindow(sh.out[d].count, eb, b, C, W, r, &w0, &wn);
-          tpCopy<A>(TP_STAGE(me, slot, d), send + (sh.out[d].srcOffset + w0) * eb, wn * eb,
-                    wn * eb < TP_SMALL_BYTES, atomSmem);
+          tpCopy<A>(t, TP_STAGE(me, slot, d), send + (sh.out[d].srcOffset + w0) * eb, wn * eb,
+                    wn * eb < a.smallBytes, atomSmem);
         }
       }
-      __syncthreads();
+      snacTeamSync(t);
       __threadfence_system();
-      __syncthreads();
+      snacTeamSync(t);
       if (tid < n && tid != me)
-        snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_READY_OFFSET, me, b), tpTag(epoch, r));
+        snacSetFlag(&tpControl(dc, tid)->ready[me][b], tpTag(epoch, r));
     }
 
     /* Consume: wait for the staged peers' READY. */
     if (tid < n && tid != me && !sh.peer[tid].direct)
-      snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_READY_OFFSET, tid, b), tpTag(epoch, r),
+      snacWaitFlag(&st, &tpControl(dc, me)->ready[tid][b], tpTag(epoch, r),
                    tid);
-    if (__syncthreads_or(st.failed)) break;
+    if (snacTeamSyncOr(t, st.failed)) break;
 
     if (REDUCE || isAR) {
       /* Reduce this rank's block (ReduceScatter) or owner chunk (AllReduce)
@@ -277,34 +278,35 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
       int ndst = 0;
       dsts[ndst++] = recv + (sh.in[me].dstOffset + w0) * eb;
       if (isAR && !a.direct) dsts[ndst++] = TP_STAGE(me, slot, n);
-      if (wn * eb < TP_SMALL_BYTES)
-        purlinAtomGenericT::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, atomSmem);
+      if (wn * eb < a.smallBytes)
+        purlinAtomGenericT::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, t.bar,
+                                                  atomSmem);
       else
-        A::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, atomSmem);
-      __syncthreads();
+        A::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, t.bar, atomSmem);
+      snacTeamSync(t);
 
       if (isAR) {
         /* AllGather phase: announce this round's chunk, copy the peers'.
          * Direct ranks share one GPU: a GPU-scope fence orders the chunk. */
         if (a.direct) __threadfence();
         else __threadfence_system();
-        __syncthreads();
+        snacTeamSync(t);
         if (tid < n && tid != me)
-          snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_REDUCED_OFFSET, me, b), tpTag(epoch, r));
+          snacSetFlag(&tpControl(dc, tid)->reduced[me][b], tpTag(epoch, r));
         if (tid < n && tid != me)
-          snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_REDUCED_OFFSET, tid, b),
+          snacWaitFlag(&st, &tpControl(dc, me)->reduced[tid][b],
                        tpTag(epoch, r), tid);
-        if (__syncthreads_or(st.failed)) break;
+        if (snacTeamSyncOr(t, st.failed)) break;
         uint64_t m0, mn;
         tpWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
-        const bool small = mn * eb < TP_SMALL_BYTES;
+        const bool small = mn * eb < a.smallBytes;
         for (int k = 1; k < n; ++k) {
           int s = (me + k) % n;
           uint64_t c0, cn;
           tpWindow(sh.in[s].count, eb, b, C, W, r, &c0, &cn);
           const char* src = sh.peer[s].direct ? sh.peer[s].recv + (sh.in[s].dstOffset + c0) * eb
                                               : TP_STAGE(s, slot, n);
-          tpCopy<A>(recv + (sh.in[s].dstOffset + c0) * eb, src, cn * eb, small, atomSmem);
+          tpCopy<A>(t, recv + (sh.in[s].dstOffset + c0) * eb, src, cn * eb, small, atomSmem);
         }
       }
     } else {
@@ -312,63 +314,58 @@ __global__ void __launch_bounds__(PURLIN_TP_THREADS)
        * step (the pipelined Atoms synchronise the CTA). */
       uint64_t m0, mn;
       tpWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
-      const bool small = mn * eb < TP_SMALL_BYTES;
+      const bool small = mn * eb < a.smallBytes;
       for (int k = 1; k < n; ++k) {
         int s = (me + n - k) % n;
         uint64_t w0, wn;
         tpWindow(sh.in[s].count, eb, b, C, W, r, &w0, &wn);
         const char* src = sh.peer[s].direct ? sh.peer[s].send + (sh.in[s].srcOffset + w0) * eb
                                             : TP_STAGE(s, slot, isAG ? 0 : me);
-        tpCopy<A>(recv + (sh.in[s].dstOffset + w0) * eb, src, wn * eb, small, atomSmem);
+        tpCopy<A>(t, recv + (sh.in[s].dstOffset + w0) * eb, src, wn * eb, small, atomSmem);
       }
     }
 
     /* Release: this round's slots of the staged peers are read. */
-    __syncthreads();
+    snacTeamSync(t);
     if (tid < n && tid != me && !sh.peer[tid].direct)
-      snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_CONSUMED_OFFSET, me, b), tpTag(epoch, r));
+      snacSetFlag(&tpControl(dc, tid)->consumed[me][b], tpTag(epoch, r));
   }
 #undef TP_STAGE
 
   /* Direct ranks keep their buffers until every peer has read them: tell
    * each direct peer this CTA is done with it, wait for the peers that read
    * this rank. */
-  __syncthreads();
+  snacTeamSync(t);
   if (!st.failed) {
     if (tid < n && tid != me && sh.peer[tid].direct)
-      snacSetFlag(tpFlag(dc, tid, PURLIN_CTRL_TP_DONE_OFFSET, me, b), tpTag(epoch, 0));
+      snacSetFlag(&tpControl(dc, tid)->done[me][b], tpTag(epoch, 0));
     if (a.direct && tid < n && tid != me)
-      snacWaitFlag(&st, tpFlag(dc, me, PURLIN_CTRL_TP_DONE_OFFSET, tid, b), tpTag(epoch, 0), tid);
+      snacWaitFlag(&st, &tpControl(dc, me)->done[tid][b], tpTag(epoch, 0), tid);
   }
-  snacEpochEnd(dc, epoch);
 }
 
-template <typename A>
-struct TPLaunch {
-  const purlinTPParams_t* p;
-  int ctas;
-  cudaStream_t stream;
-  cudaError_t err;
-  template <purlinDataType_t D, purlinRedOp_t O>
-  void run() {
-    if (purlinCollReduces(p->a.layout.coll)) go<true, D, O>();
-    else go<false, purlinFloat32, purlinSum>();
-  }
-  template <bool R, purlinDataType_t D, purlinRedOp_t O>
-  void go() {
-    void (*k)(const purlinTPParams_t) = purlinTPKernel<A, R, D, O>;
-    err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, A::smemBytes);
-    if (err != cudaSuccess) return;
-    k<<<ctas, PURLIN_TP_THREADS, A::smemBytes, stream>>>(*p);
-    err = cudaGetLastError();
-  }
-};
-
-template <typename A>
-static cudaError_t purlinTPLaunchWith(const purlinTPParams_t* p, int ctas, cudaStream_t stream) {
-  TPLaunch<A> l = {p, ctas, stream, cudaSuccess};
-  if (!purlinDispatchDtypeOp(p->a.dtype, p->a.op, l)) return cudaErrorInvalidValue;
-  return l.err;
+/* The throughput call of descriptor `d` on this rank, for executors that
+ * get calls from a queue or a user kernel (V counts are in device memory:
+ * the routine reads them as it would a caller's device counts). */
+static __device__ __forceinline__ purlinThroughputArgs_t snacThroughputArgsFromDesc(
+    const purlinCollDesc_t* d, purlinDevComm_t* dc) {
+  purlinThroughputArgs_t a;
+  a.devComm = dc;
+  a.sendbuff = (const void*)(uintptr_t)d->sendbuff;
+  a.recvbuff = (void*)(uintptr_t)d->recvbuff;
+  a.layout.coll = (purlinCollective_t)d->coll;
+  a.layout.nranks = dc->nranks;
+  a.layout.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
+  a.layout.count = d->count;
+  a.layout.counts = NULL;
+  a.deviceCounts = (const uint64_t*)(uintptr_t)d->counts;
+  a.dtype = (purlinDataType_t)d->dtype;
+  a.op = (purlinRedOp_t)d->op;
+  a.descriptor = d->hash;
+  a.windowBytes = d->windowBytes;
+  a.smallBytes = d->smallShift != 0 ? (uint64_t)1 << d->smallShift : 0;
+  a.direct = (d->flags & PURLIN_DESC_DIRECT) != 0;
+  return a;
 }
 
-#endif /* PURLIN_SNAC_TP_KERNEL_CUH_ */
+#endif /* PURLIN_SNAC_THROUGHPUT_CUH_ */

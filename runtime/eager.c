@@ -1,0 +1,56 @@
+/*
+ * eager.c -- the eager transport (eager.h): one kernel launch per call,
+ * through the latency or throughput path's launcher.
+ */
+#include "runtime/eager.h"
+
+#include "atoms/atom.h"
+#include "runtime/comm.h"
+#include "runtime/errors.h"
+#include "snac/latency.h"
+#include "snac/throughput.h"
+
+purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
+                                 const uint64_t* hostCounts, cudaStream_t stream) {
+  purlinLayout_t l;
+  l.coll = (purlinCollective_t)d->coll;
+  l.nranks = comm->nranks;
+  l.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
+  l.count = d->count;
+  l.counts = NULL;
+
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  cudaError_t err;
+  if (d->path == purlinPathLatency) {
+    purlinLatencyArgs_t a;
+    a.devComm = comm->devComm;
+    a.rank = comm->rank;
+    a.sendbuff = (const void*)(uintptr_t)d->sendbuff;
+    a.recvbuff = (void*)(uintptr_t)d->recvbuff;
+    a.layout = l;
+    a.dtype = (purlinDataType_t)d->dtype;
+    a.op = (purlinRedOp_t)d->op;
+    a.descriptor = d->hash;
+    err = purlinLatencyLaunch(&a, hostCounts, d->ctas, d->threads,
+                              (d->flags & PURLIN_DESC_SMALL_AR) != 0, stream);
+  } else {
+    purlinThroughputArgs_t a;
+    a.devComm = comm->devComm;
+    a.sendbuff = (const void*)(uintptr_t)d->sendbuff;
+    a.recvbuff = (void*)(uintptr_t)d->recvbuff;
+    a.layout = l;
+    a.deviceCounts = (const uint64_t*)(uintptr_t)d->counts;
+    a.dtype = (purlinDataType_t)d->dtype;
+    a.op = (purlinRedOp_t)d->op;
+    a.descriptor = d->hash;
+    a.windowBytes = d->windowBytes;
+    a.smallBytes = d->smallShift != 0 ? (uint64_t)1 << d->smallShift : 0;
+    a.direct = (d->flags & PURLIN_DESC_DIRECT) != 0;
+    err = purlinThroughputLaunch(&a, hostCounts, d->ctas, (purlinAtomKind_t)d->atom, stream);
+  }
+  if (prev != comm->device) cudaSetDevice(prev);
+  if (err != cudaSuccess) return purlinCudaError(err, "purlinEagerLaunch", __FILE__, __LINE__);
+  return purlinSuccess;
+}

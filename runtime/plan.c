@@ -1,0 +1,178 @@
+/*
+ * plan.c -- the one policy of purlin's collectives (plan.h). Measurements
+ * cited are bench/collectives and bench/ll_latency runs on one H200 with 8
+ * ranks unless a line says otherwise; bench/results/ holds their logs.
+ */
+#include "runtime/plan.h"
+
+#include "atoms/policy.h"
+#include "runtime/errors.h"
+#include "snac/latency.h"
+#include "snac/throughput.h"
+
+/* Blocks up to this size take the latency path (when the latency buffer
+ * holds them). bench/collectives, bench/results/2026-11-30-h200-m3: the
+ * latency path beat the throughput path for every collective at every size
+ * it could hold with the default 2 MiB latency buffer (blocks up to 128
+ * KiB): AllGather 512 KiB (64 KiB blocks) 20.8 us against 36.3, AllReduce
+ * 64 KiB 19.6 us against 33.9. Packets double the bytes moved, so a larger
+ * latency buffer does not make the path win at any size: blocks above 256
+ * KiB take the throughput path. */
+#define PLAN_LATENCY_LIMIT ((uint64_t)256 << 10)
+
+/* Latency path, AllReduce (bench/ll_latency): CTAs of 64 and 128 threads
+ * tie up to 16 KiB and beat 256 (11.7 against 12.0 us at 8 KiB); past a
+ * packet (8 bytes) per thread, each further packet a thread carries costs
+ * a round trip, so the CTAs grow instead (32 KiB: 13.1 us on 128 threads,
+ * 15.0 on 64). The other collectives run the general routine, whose V
+ * forms slowed from 24 to 29 us (AllToAllV, 3.8 KB, bench/collectives) on
+ * small CTAs: they keep CTAs of PURLIN_LATENCY_THREADS. */
+#define PLAN_LATENCY_MIN_AR_THREADS 64
+
+/* Throughput path: one CTA per this many bytes of the largest buffer, at
+ * most PURLIN_THROUGHPUT_MAX_CTAS, and at most the SMs of the GPU divided
+ * among the ranks that share it (every rank's CTAs must be resident at
+ * once, one per SM for the Hopper Atom's shared memory). */
+#define PLAN_THROUGHPUT_BYTES_PER_CTA ((uint64_t)512 << 10)
+
+/* The staged rounds use fewer CTAs rather than parts below this size
+ * (bench/collectives with PURLIN_DIRECT=0, bench/results/2026-11-30-h200-m3:
+ * parts of a few KiB spend their rounds on flags). */
+#define PLAN_THROUGHPUT_MIN_WINDOW ((uint64_t)16 << 10)
+
+/* Pieces below this size go through the generic Atom, whose calls need no
+ * barrier between them, so one CTA's copies from several peers overlap; the
+ * pipelined Atoms pay a pipeline fill and a drain per call (bench/collectives,
+ * AllGather of 1 MiB over 8 ranks, bench/results/2026-11-30-h200-m3). */
+#define PLAN_THROUGHPUT_SMALL_BYTES ((uint64_t)32 << 10)
+
+int purlinPlanRanksOnDevice(const int* devices, int nranks) {
+  int most = 0;
+  for (int r = 0; r < nranks; ++r) {
+    int on = 0;
+    for (int q = 0; q < nranks; ++q) on += devices[q] == devices[r];
+    if (on > most) most = on;
+  }
+  return most;
+}
+
+uint64_t purlinPlanLatencyLimit(purlinCollective_t coll, int nranks) {
+  (void)coll;
+  (void)nranks;
+  return PLAN_LATENCY_LIMIT;
+}
+
+static int clampInt(uint64_t v, int lo, int hi) {
+  if (v < (uint64_t)lo) return lo;
+  if (v > (uint64_t)hi) return hi;
+  return (int)v;
+}
+
+static uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* Threads per CTA of an eager latency launch: one packet per thread where
+ * PURLIN_LATENCY_MAX_CTAS CTAs allow (AllReduce on the smallest CTAs that
+ * hold its packets), CTAs of PURLIN_LATENCY_THREADS otherwise. */
+static int latencyThreads(purlinCollective_t coll, uint64_t maxBlockBytes) {
+  if (coll != purlinCollAllReduce) return PURLIN_LATENCY_THREADS;
+  uint64_t packets = ceilDiv(maxBlockBytes, 8);
+  for (int threads = PLAN_LATENCY_MIN_AR_THREADS; threads < PURLIN_LATENCY_THREADS; threads *= 2)
+    if (packets <= (uint64_t)threads * PURLIN_LATENCY_MAX_CTAS) return threads;
+  return PURLIN_LATENCY_THREADS;
+}
+
+static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, purlinPlan_t* p) {
+  const int resident = f->executorCtas > 0;
+  const int maxCtas = resident ? f->executorCtas : PURLIN_LATENCY_MAX_CTAS;
+  p->threads = resident ? f->executorThreads : latencyThreads(s->coll, s->maxBlockBytes);
+  /* Every peer's header needs a thread of its own. */
+  const int least = (int)ceilDiv((uint64_t)s->nranks, (uint64_t)p->threads);
+  if (f->forcedCtas > 0 && !resident) {
+    p->ctas = clampInt((uint64_t)f->forcedCtas, least, maxCtas);
+  } else {
+    /* As many CTAs as the packets need, one per thread. */
+    p->ctas = clampInt(ceilDiv(ceilDiv(s->maxBlockBytes, 8), (uint64_t)p->threads), 1, maxCtas);
+  }
+  if (p->ctas < least) p->ctas = least;
+  const uint64_t packets = ceilDiv(s->maxBlockBytes, 8);
+  p->smallAllReduce = s->coll == purlinCollAllReduce &&
+                      s->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
+                      packets <= (uint64_t)p->ctas * (uint64_t)p->threads && s->aligned8;
+}
+
+static void planThroughput(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
+                           purlinPlan_t* p) {
+  const int resident = f->executorCtas > 0;
+  const int share = f->ranksOnDevice > 0 ? f->ranksOnDevice : 1;
+  int most = clampInt((uint64_t)(f->sms / share), 1, PURLIN_THROUGHPUT_MAX_CTAS);
+  if (resident && f->executorCtas < most) most = f->executorCtas;
+  p->threads = resident ? f->executorThreads : PURLIN_THROUGHPUT_THREADS;
+  if (f->forcedCtas > 0) {
+    p->ctas = clampInt((uint64_t)f->forcedCtas, 1, most);
+  } else if (s->deviceCounts) {
+    p->ctas = most;
+  } else {
+    p->ctas = clampInt(ceilDiv(s->outBytes, PLAN_THROUGHPUT_BYTES_PER_CTA), 1, most);
+  }
+  /* Staged ranks need parts of a useful size; every rank of a group is
+   * direct or staged alike, so all choose the same CTAs. */
+  if (!f->direct)
+    while (p->ctas > 1 && purlinThroughputWindowBytes(f->throughputBytes, p->ctas, s->coll,
+                                                      s->nranks) < PLAN_THROUGHPUT_MIN_WINDOW)
+      --p->ctas;
+  p->windowBytes = purlinThroughputWindowBytes(f->throughputBytes, p->ctas, s->coll, s->nranks);
+  p->smallBytes = PLAN_THROUGHPUT_SMALL_BYTES;
+  /* The Atom of the GPU generation (atoms/policy.h), unless a resident
+   * executor lacks the shared memory it needs: then the generic Atom, which
+   * needs none. */
+  p->atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, s->outBytes).atom;
+  if (resident && purlinAtomGetInfo(p->atom)->dynamicSmemBytes > f->executorSmemBytes)
+    p->atom = purlinAtomGeneric;
+}
+
+purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
+                              purlinPlan_t* p) {
+  const int resident = f->executorCtas > 0;
+  if (resident) {
+    PURLIN_RETURN_IF(f->executorThreads < 32 || f->executorThreads % 32 != 0 ||
+                         (uint64_t)f->executorCtas * f->executorThreads < (uint64_t)s->nranks,
+                     purlinInvalidUsage,
+                     "an executor of %d CTAs of %d threads cannot run a collective of %d ranks "
+                     "(whole warps, and at least one thread per rank)",
+                     f->executorCtas, f->executorThreads, s->nranks);
+    PURLIN_RETURN_IF(f->executorCtas > PURLIN_CTRL_EPOCH_WORDS, purlinInvalidUsage,
+                     "an executor of %d CTAs: collectives run on at most %d", f->executorCtas,
+                     PURLIN_CTRL_EPOCH_WORDS);
+  }
+  const uint64_t capacity = purlinLatencyBlockCapacity(f->latencyBytes, s->nranks);
+  const int fits = !s->deviceCounts && s->maxBlockBytes <= capacity;
+  if (f->forcedPath == purlinPathLatency) {
+    PURLIN_RETURN_IF(s->deviceCounts, purlinInvalidUsage,
+                     "the latency path is forced (config.path) but the counts are in device "
+                     "memory, so their sizes are unknown when the call is made");
+    PURLIN_RETURN_IF(!fits, purlinInvalidUsage,
+                     "the latency path is forced (config.path) but a block of %llu bytes exceeds "
+                     "its %llu bytes per peer (config.latencyBufferBytes / nranks)",
+                     (unsigned long long)s->maxBlockBytes, (unsigned long long)capacity);
+    p->path = purlinPathLatency;
+  } else if (f->forcedPath == purlinPathThroughput) {
+    p->path = purlinPathThroughput;
+  } else {
+    p->path = fits && s->maxBlockBytes <= purlinPlanLatencyLimit(s->coll, s->nranks)
+                  ? purlinPathLatency
+                  : purlinPathThroughput;
+  }
+  if (p->path == purlinPathThroughput && resident)
+    PURLIN_RETURN_IF(f->executorThreads > PURLIN_THROUGHPUT_THREADS, purlinInvalidUsage,
+                     "an executor of %d threads per CTA: the throughput path's Atoms take at "
+                     "most %d",
+                     f->executorThreads, PURLIN_THROUGHPUT_THREADS);
+
+  p->smallAllReduce = 0;
+  p->atom = purlinAtomGeneric;
+  p->windowBytes = 0;
+  p->smallBytes = 0;
+  if (p->path == purlinPathLatency) planLatency(s, f, p);
+  else planThroughput(s, f, p);
+  return purlinSuccess;
+}

@@ -1,0 +1,259 @@
+/*
+ * plan_test.c -- the one policy of the collectives (runtime/plan.h), rule
+ * by rule: forced paths are obeyed or refused with a message, device counts
+ * take the throughput path, the tuned choice switches at the latency limit
+ * and at the latency buffer's capacity, CTA counts stay within each path's
+ * bounds and the GPU's share for co-resident ranks (the group's most ranks
+ * on one GPU, the same on every rank), the latency path's threads and the
+ * small-AllReduce routine, the staged window and its CTAs, the Atom and
+ * the small-piece threshold, and plans for a resident executor of fixed
+ * CTAs. Also the descriptor hash that detects mismatched calls: it changes
+ * with every field of a call and with the path.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/errors.h"
+#include "runtime/plan.h"
+#include "snac/latency.h"
+#include "snac/throughput.h"
+#include "tests/unit/check.h"
+
+/* One H200 with 8 ranks, eager launches. */
+static purlinPlanShape_t S;
+static purlinPlanFacts_t F;
+
+static void shape(purlinCollective_t coll, uint64_t block, uint64_t out) {
+  memset(&S, 0, sizeof S);
+  S.coll = coll;
+  S.nranks = 8;
+  S.maxBlockBytes = block;
+  S.outBytes = out;
+  S.aligned8 = 1;
+  memset(&F, 0, sizeof F);
+  F.cc = 90;
+  F.sms = 132;
+  F.ranksOnDevice = 8;
+  F.direct = 1;
+  /* A 64 MiB latency buffer: the tuned limit, not the buffer, decides. */
+  F.latencyBytes = (uint64_t)64 << 20;
+  F.throughputBytes = (uint64_t)256 << 20;
+}
+
+static purlinResult_t plan(purlinPlan_t* p) { return purlinPlanMake(&S, &F, p); }
+
+int main(void) {
+  purlinPlan_t c;
+  for (int coll = 0; coll < purlinNumCollectives; ++coll) {
+    /* The latency limit: at it the latency path, past it throughput. */
+    uint64_t lim = purlinPlanLatencyLimit((purlinCollective_t)coll, 8);
+    CHECK_EQ_INT(lim, (uint64_t)256 << 10);
+    shape((purlinCollective_t)coll, lim, 8 * lim);
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathLatency);
+    CHECK(c.ctas >= 1 && c.ctas <= PURLIN_LATENCY_MAX_CTAS);
+    shape((purlinCollective_t)coll, lim + 1, 8 * (lim + 1));
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathThroughput);
+    /* 8 ranks share 132 SMs: at most 16 CTAs each, of the path's threads. */
+    CHECK(c.ctas >= 1 && c.ctas <= 16);
+    CHECK_EQ_INT(c.threads, PURLIN_THROUGHPUT_THREADS);
+    CHECK_EQ_INT(c.smallBytes, (uint64_t)32 << 10);
+    CHECK_EQ_INT(c.atom, purlinAtomHopper);
+
+    /* Below the limit but beyond the latency buffer's capacity: throughput. */
+    shape((purlinCollective_t)coll, 4096, 4096 * 8);
+    F.latencyBytes = 8 * 4096; /* 4096-byte regions hold 4088 payload bytes */
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathThroughput);
+    S.maxBlockBytes = purlinLatencyBlockCapacity(F.latencyBytes, 8);
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathLatency);
+
+    /* Forced latency: fits, or a message naming the limit. */
+    shape((purlinCollective_t)coll, 1 << 30, 1 << 30);
+    F.forcedPath = purlinPathLatency;
+    CHECK_EQ_INT(plan(&c), purlinInvalidUsage);
+    CHECK_CONTAINS(purlinThreadLastError(), "latencyBufferBytes");
+    shape((purlinCollective_t)coll, 64, 512);
+    F.forcedPath = purlinPathThroughput;
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathThroughput);
+    CHECK_EQ_INT(c.ctas, 1);
+  }
+
+  /* Device counts: sizes unknown, so the throughput path with every CTA the
+   * rank may have; a forced latency path is refused. */
+  shape(purlinCollAllToAllV, 0, 0);
+  S.deviceCounts = 1;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  CHECK_EQ_INT(c.ctas, 16);
+  F.forcedPath = purlinPathLatency;
+  CHECK_EQ_INT(plan(&c), purlinInvalidUsage);
+  CHECK_CONTAINS(purlinThreadLastError(), "device memory");
+
+  /* Forced CTAs are clamped to each path's bound; one rank per GPU gets up
+   * to PURLIN_THROUGHPUT_MAX_CTAS. */
+  shape(purlinCollAllGather, 1 << 20, 8 << 20);
+  F.forcedCtas = 32;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 16);
+  F.ranksOnDevice = 1;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, PURLIN_THROUGHPUT_MAX_CTAS);
+  shape(purlinCollAllReduce, 64, 64);
+  F.forcedCtas = 32;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  CHECK_EQ_INT(c.ctas, PURLIN_LATENCY_MAX_CTAS);
+  CHECK(c.threads >= 32 && c.threads <= PURLIN_LATENCY_THREADS && c.threads % 32 == 0);
+
+  /* Tuned latency shape: AllReduce on the smallest CTAs (64, 128, 256
+   * threads) that hold a packet per thread in PURLIN_LATENCY_MAX_CTAS,
+   * as many CTAs as its packets need, never fewer threads than ranks; the
+   * small-AllReduce routine while a packet per thread fits, 8 ranks or
+   * fewer, 8-byte aligned buffers. Other collectives: CTAs of
+   * PURLIN_LATENCY_THREADS. */
+  for (uint64_t b = 0; b <= ((uint64_t)256 << 10); b = b ? 2 * b : 8) {
+    shape(purlinCollAllReduce, b, b);
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.path, purlinPathLatency);
+    uint64_t packets = (b + 7) / 8;
+    int want = packets <= 64 * 32 ? 64 : packets <= 128 * 32 ? 128 : 256;
+    CHECK_EQ_INT(c.threads, want);
+    uint64_t ctas = (packets + want - 1) / want;
+    CHECK_EQ_INT(c.ctas, ctas < 1 ? 1 : ctas > 32 ? 32 : ctas);
+    CHECK((uint64_t)c.ctas * c.threads >= (uint64_t)S.nranks);
+    CHECK_EQ_INT(c.smallAllReduce, packets <= (uint64_t)c.ctas * c.threads);
+    S.aligned8 = 0;
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.smallAllReduce, 0);
+    S.aligned8 = 1;
+    S.nranks = 9;
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.smallAllReduce, 0);
+    shape(purlinCollAllGather, b, 8 * b);
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.threads, PURLIN_LATENCY_THREADS);
+    CHECK_EQ_INT(c.smallAllReduce, 0);
+  }
+  /* 32 ranks, 1 byte: still a thread per rank's header. */
+  shape(purlinCollAllGather, 1, 32);
+  S.nranks = 32;
+  F.forcedCtas = 1;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK((uint64_t)c.ctas * c.threads >= 32);
+
+  /* Tuned throughput CTAs: one per 512 KiB of the largest buffer. */
+  shape(purlinCollAllGather, (uint64_t)1 << 30, (uint64_t)8 << 30);
+  F.ranksOnDevice = 1;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, PURLIN_THROUGHPUT_MAX_CTAS);
+  shape(purlinCollAllGather, (uint64_t)1 << 20, (uint64_t)3 << 20);
+  F.forcedPath = purlinPathThroughput;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 6);
+  /* The Atom follows the GPU generation. */
+  F.cc = 80;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.atom, purlinAtomAmpere);
+  F.cc = 70;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.atom, purlinAtomGeneric);
+
+  /* The GPU's share is the group's: the most ranks on one GPU, whichever
+   * rank asks (uneven placements once gave ranks different CTA counts). */
+  {
+    const int uneven[6] = {1, 1, 0, 1, 1, 1};
+    const int mixed[8] = {0, 0, 0, 1, 1, 0, 1, 0};
+    const int one[4] = {3, 3, 3, 3};
+    const int spread[4] = {0, 1, 2, 3};
+    CHECK_EQ_INT(purlinPlanRanksOnDevice(uneven, 6), 5);
+    CHECK_EQ_INT(purlinPlanRanksOnDevice(mixed, 8), 5);
+    CHECK_EQ_INT(purlinPlanRanksOnDevice(one, 4), 4);
+    CHECK_EQ_INT(purlinPlanRanksOnDevice(spread, 4), 1);
+    CHECK_EQ_INT(purlinPlanRanksOnDevice(one, 1), 1);
+  }
+
+  /* Staged ranks: fewer CTAs rather than windows below 16 KiB; windows
+   * are whole multiples of PURLIN_THROUGHPUT_WINDOW_ALIGN and every slot of
+   * every CTA fits the half. Direct ranks keep their CTAs. */
+  for (int coll = 0; coll < purlinNumCollectives; ++coll) {
+    for (int forced = 1; forced <= PURLIN_THROUGHPUT_MAX_CTAS; ++forced) {
+      shape((purlinCollective_t)coll, (uint64_t)64 << 20, (uint64_t)512 << 20);
+      F.ranksOnDevice = 1;
+      F.forcedCtas = forced;
+      F.throughputBytes = (uint64_t)64 << 10;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.ctas, forced);
+      F.direct = 0;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK(c.ctas >= 1 && c.ctas <= forced);
+      CHECK(c.ctas == 1 || c.windowBytes >= ((uint64_t)16 << 10));
+      CHECK(c.ctas == forced ||
+            purlinThroughputWindowBytes(F.throughputBytes, c.ctas + 1, S.coll, 8) <
+                ((uint64_t)16 << 10));
+      CHECK(c.windowBytes > 0 && c.windowBytes % PURLIN_THROUGHPUT_WINDOW_ALIGN == 0);
+      CHECK(c.windowBytes * (uint64_t)c.ctas * PURLIN_THROUGHPUT_SLOTS *
+                (uint64_t)purlinThroughputParts(S.coll, 8) <=
+            F.throughputBytes);
+    }
+  }
+  /* The smallest staging (64 KiB halves) still has parts for 32 ranks. */
+  CHECK(purlinThroughputWindowBytes((uint64_t)64 << 10, 1, purlinCollAllReduce, 32) >= 768);
+
+  /* A resident executor of 8 CTAs of 512 threads with the Hopper Atom's
+   * shared memory: never more CTAs than it has, its threads, the Atom it
+   * can hold (the generic one without the shared memory). */
+  shape(purlinCollAllGather, (uint64_t)64 << 20, (uint64_t)512 << 20);
+  F.ranksOnDevice = 1;
+  F.executorCtas = 8;
+  F.executorThreads = 512;
+  F.executorSmemBytes = PURLIN_HOPPER_SMEM_BYTES;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  CHECK_EQ_INT(c.ctas, 8);
+  CHECK_EQ_INT(c.threads, 512);
+  CHECK_EQ_INT(c.atom, purlinAtomHopper);
+  F.executorSmemBytes = 0;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.atom, purlinAtomGeneric);
+  S.maxBlockBytes = 16 << 10;
+  S.coll = purlinCollAllReduce;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  CHECK_EQ_INT(c.threads, 512);
+  CHECK_EQ_INT(c.ctas, 4); /* 2048 packets on 512-thread CTAs */
+  CHECK_EQ_INT(c.smallAllReduce, 1);
+  S.maxBlockBytes = 256 << 10;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 8);
+  CHECK_EQ_INT(c.smallAllReduce, 0);
+  F.executorThreads = 1024;
+  S.maxBlockBytes = (uint64_t)1 << 30;
+  CHECK_EQ_INT(plan(&c), purlinInvalidUsage);
+  CHECK_CONTAINS(purlinThreadLastError(), "at most 512");
+  F.executorThreads = 48;
+  CHECK_EQ_INT(plan(&c), purlinInvalidUsage);
+  CHECK_CONTAINS(purlinThreadLastError(), "whole warps");
+  F.executorThreads = 512;
+  F.executorCtas = 33;
+  CHECK_EQ_INT(plan(&c), purlinInvalidUsage);
+
+  /* Descriptor hashes: every field counts, and the two paths differ. */
+  uint64_t counts[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  purlinLayout_t l = {purlinCollAllGatherV, 8, 4, 0, NULL};
+  uint64_t base = purlinLatencyDescriptor(&l, counts, purlinFloat32, purlinSum);
+  CHECK(purlinThroughputDescriptor(&l, counts, purlinFloat32, purlinSum) != base);
+  CHECK(purlinLatencyDescriptor(&l, counts, purlinBfloat16, purlinSum) != base);
+  counts[7] = 9;
+  CHECK(purlinLatencyDescriptor(&l, counts, purlinFloat32, purlinSum) != base);
+  l.coll = purlinCollReduceScatterV;
+  CHECK(purlinLatencyDescriptor(&l, counts, purlinFloat32, purlinMax) !=
+        purlinLatencyDescriptor(&l, counts, purlinFloat32, purlinMin));
+  CHECK_EQ_INT((int)(base >> 56), purlinCollAllGatherV);
+  printf("plan_test done\n");
+  return CHECK_EXIT();
+}
