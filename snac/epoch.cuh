@@ -43,6 +43,36 @@ static __device__ __forceinline__ uint64_t snacEpochBegin(const purlinDevComm_t*
   return *(volatile const uint64_t*)&c->epoch[t.cta] + 1;
 }
 
+/* Where a routine takes its epoch from, at the point of its choosing: the
+ * latency routines read it after their first input loads are issued, so
+ * that the epoch's round trip overlaps theirs (issuing the epoch load
+ * first cost the small AllReduce ~0.3 us: bench/ll_latency A/B,
+ * bench/results/2026-12-01-h200-team). Eager kernels pass
+ * snacEpochFromMemory (the load of snacEpochBegin); executors that carry
+ * the epoch in registers pass snacEpochIs. Either way the routine returns
+ * the epoch it ran with. */
+struct SnacEpochFromMemory {
+  const purlinDevComm_t* dc;
+  const SnacTeam* t;
+  __device__ __forceinline__ uint64_t operator()() const { return snacEpochBegin(dc, *t); }
+};
+
+struct SnacEpochIs {
+  uint64_t epoch;
+  __device__ __forceinline__ uint64_t operator()() const { return epoch; }
+};
+
+static __device__ __forceinline__ SnacEpochFromMemory snacEpochFromMemory(
+    const purlinDevComm_t* dc, const SnacTeam& t) {
+  SnacEpochFromMemory e = {dc, &t};
+  return e;
+}
+
+static __device__ __forceinline__ SnacEpochIs snacEpochIs(uint64_t epoch) {
+  SnacEpochIs e = {epoch};
+  return e;
+}
+
 /* Barrier of the whole team, across its CTAs: every thread of every CTA of
  * the team has finished what it did before, for every thread after.
  * Bounded: a team whose CTAs are not all resident (a user kernel launched

@@ -14,8 +14,7 @@ template <purlinDataType_t D, purlinRedOp_t O>
 __global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
     purlinLatencyAllReduceKernel(const __grid_constant__ purlinLatencyArgs_t a) {
   const SnacTeam t = snacTeamOfLaunch();
-  const uint64_t epoch = snacEpochBegin(a.devComm, t);
-  snacLatencyAllReduce<D, O>(t, epoch, a);
+  const uint64_t epoch = snacLatencyAllReduce<D, O>(t, snacEpochFromMemory(a.devComm, t), a);
   snacEpochEnd(a.devComm, t, epoch);
 }
 
@@ -23,8 +22,7 @@ template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
 __global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
     purlinLatencyKernel(const __grid_constant__ SnacLatencyCall p) {
   const SnacTeam t = snacTeamOfLaunch();
-  const uint64_t epoch = snacEpochBegin(p.a.devComm, t);
-  snacLatencyRun<REDUCE, D, O>(t, epoch, p);
+  const uint64_t epoch = snacLatencyRun<REDUCE, D, O>(t, snacEpochFromMemory(p.a.devComm, t), p);
   snacEpochEnd(p.a.devComm, t, epoch);
 }
 

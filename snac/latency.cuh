@@ -22,6 +22,7 @@
 
 #include "atoms/dtype.cuh"
 #include "snac/descriptor.h"
+#include "snac/epoch.cuh"
 #include "snac/latency.h"
 #include "snac/team.cuh"
 #include "snac/wait.cuh"
@@ -107,9 +108,9 @@ struct LLAccum {
  * them: the thread's first input bytes and the peers' heap bases load with
  * the epoch, the header a thread checks loads with its data packets.
  * ---------------------------------------------------------------------- */
-template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
-static __device__ __forceinline__ void snacLatencyRun(const SnacTeam& t, uint64_t epoch,
-                                                      const SnacLatencyCall& p) {
+template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O, typename Epoch>
+static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, const Epoch& epochOf,
+                                                          const SnacLatencyCall& p) {
   const purlinLatencyArgs_t& a = p.a;
   purlinDevComm_t* dc = a.devComm;
   const purlinCollective_t coll = a.layout.coll;
@@ -129,6 +130,7 @@ static __device__ __forceinline__ void snacLatencyRun(const SnacTeam& t, uint64_
   const uint64_t first = firstLen ? load8(send + 8 * g, firstLen) : 0;
 
   SnacState st;
+  const uint64_t epoch = epochOf();
   snacInit(&st, dc, me, epoch, a.descriptor);
   const uint32_t flag = (uint32_t)st.epoch;
 
@@ -275,6 +277,7 @@ static __device__ __forceinline__ void snacLatencyRun(const SnacTeam& t, uint64_
   if (checksHeader && !st.failed && snacWaitPackets(&st, hat, hfrom, 1u, hk) &&
       hk[0].value() != a.descriptor)
     snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, hk[0].value());
+  return epoch;
 }
 
 /* ------------------------------------------------------------------------
@@ -286,9 +289,10 @@ static __device__ __forceinline__ void snacLatencyRun(const SnacTeam& t, uint64_
  * does not depend on the epoch issues with it, and the packets of all
  * peers load together and are waited for together (snacWaitPackets).
  * ---------------------------------------------------------------------- */
-template <purlinDataType_t D, purlinRedOp_t O>
-static __device__ __forceinline__ void snacLatencyAllReduce(const SnacTeam& t, uint64_t epoch,
-                                                            const purlinLatencyArgs_t& a) {
+template <purlinDataType_t D, purlinRedOp_t O, typename Epoch>
+static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& t,
+                                                                const Epoch& epochOf,
+                                                                const purlinLatencyArgs_t& a) {
   purlinDevComm_t* dc = a.devComm;
   const int me = a.rank, n = a.layout.nranks;
   const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
@@ -297,13 +301,14 @@ static __device__ __forceinline__ void snacLatencyAllReduce(const SnacTeam& t, u
   const bool has = g < P;
   const uint64_t m = has && bytes - 8 * g < 8 ? bytes - 8 * g : 8;
 
-  /* Loads that need nothing: the input, the heap geometry, the peers'
-   * heap bases (the caller's epoch load issues beside them). */
+  /* Loads that need nothing: the input, the epoch, the heap geometry, the
+   * peers' heap bases. */
   uint64_t mine = 0;
   if (has) {
     mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
                   : llLoadBytes((const char*)a.sendbuff + 8 * g, m);
   }
+  const uint64_t epoch = epochOf();
   const uint64_t latencyOffset = dc->latencyOffset, latencyBytes = dc->latencyBytes;
   char* peer[LL_BATCH];
 #pragma unroll
@@ -373,6 +378,7 @@ static __device__ __forceinline__ void snacLatencyAllReduce(const SnacTeam& t, u
     if (m == 8) ((uint64_t*)a.recvbuff)[g] = sum.bits();
     else llStoreBytes((char*)a.recvbuff + 8 * g, sum.bits(), m);
   }
+  return epoch;
 }
 
 /* ------------------------------------------------------------------------

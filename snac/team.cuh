@@ -64,11 +64,11 @@ static __device__ __forceinline__ SnacTeam snacTeamOfCtas(int firstCta, int ctas
 
 /* Global index of this thread in the team, and the team's thread count. */
 static __device__ __forceinline__ uint64_t snacTeamThread(const SnacTeam& t) {
-  return (uint64_t)t.cta * (uint64_t)t.nthreads + (uint64_t)t.tid;
+  return (uint64_t)(uint32_t)t.cta * (uint32_t)t.nthreads + (uint32_t)t.tid;
 }
 
 static __device__ __forceinline__ uint64_t snacTeamThreads(const SnacTeam& t) {
-  return (uint64_t)t.ctas * (uint64_t)t.nthreads;
+  return (uint64_t)(uint32_t)t.ctas * (uint32_t)t.nthreads;
 }
 
 /* Barrier of this CTA's part of the team: its memory operations before are

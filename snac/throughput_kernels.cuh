@@ -21,8 +21,14 @@ struct SnacThroughputParams {
   uint64_t counts[PURLIN_THROUGHPUT_MAX_COUNTS];
 };
 
+/* Copies ask for one CTA per SM (minBlocks 1): left to itself, ptxas gave
+ * their instantiations 64 registers (room for two CTAs per SM, which the
+ * plan never launches) and spilled 188 bytes in the round loop, ~10% on
+ * small throughput-path copies (same-run A/B on an H200, bench/results/
+ * 2026-12-01-h200-team). Reductions keep ptxas's choice (108 registers, no
+ * spill; minBlocks 1 made them spill). */
 template <typename A, bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
-__global__ void __launch_bounds__(PURLIN_THROUGHPUT_THREADS)
+__global__ void __launch_bounds__(PURLIN_THROUGHPUT_THREADS, REDUCE ? 0 : 1)
     purlinThroughputKernel(const __grid_constant__ SnacThroughputParams p) {
   extern __shared__ __align__(128) unsigned char atomSmem[];
   __shared__ SnacThroughputSmem sh;

@@ -39,15 +39,15 @@ static __device__ void runDesc(const SnacTeam& t, uint64_t e, const purlinCollDe
   if (d->path == purlinPathLatency) {
     if (!snacLatencyCallFromDesc(t, d, dc, e, lat)) return;
     const bool small = (d->flags & PURLIN_DESC_SMALL_AR) != 0;
-    if (!reduce) snacLatencyRun<false, purlinFloat32, purlinSum>(t, e, *lat);
+    if (!reduce) snacLatencyRun<false, purlinFloat32, purlinSum>(t, snacEpochIs(e), *lat);
     else if (key == purlinFloat32 * 8 + purlinSum && small)
-      snacLatencyAllReduce<purlinFloat32, purlinSum>(t, e, lat->a);
+      snacLatencyAllReduce<purlinFloat32, purlinSum>(t, snacEpochIs(e), lat->a);
     else if (key == purlinFloat32 * 8 + purlinSum)
-      snacLatencyRun<true, purlinFloat32, purlinSum>(t, e, *lat);
+      snacLatencyRun<true, purlinFloat32, purlinSum>(t, snacEpochIs(e), *lat);
     else if (key == purlinInt32 * 8 + purlinMax)
-      snacLatencyRun<true, purlinInt32, purlinMax>(t, e, *lat);
+      snacLatencyRun<true, purlinInt32, purlinMax>(t, snacEpochIs(e), *lat);
     else if (key == purlinBfloat16 * 8 + purlinSum)
-      snacLatencyRun<true, purlinBfloat16, purlinSum>(t, e, *lat);
+      snacLatencyRun<true, purlinBfloat16, purlinSum>(t, snacEpochIs(e), *lat);
   } else {
     const purlinThroughputArgs_t a = snacThroughputArgsFromDesc(d, dc);
     if (!reduce) snacThroughputRun<A, false, purlinFloat32, purlinSum>(t, e, a, NULL, tp, atomSmem);
