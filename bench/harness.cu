@@ -303,7 +303,7 @@ void benchSetupRank(BenchRanks* R, int r) {
 
 void benchSetupShared(BenchRanks* R) {
   GPU_CUDA_OK(cudaSetDevice(R->devices[0]));
-  GPU_CUDA_OK(cudaStreamCreateWithFlags(&R->main, cudaStreamNonBlocking));
+  GPU_CUDA_OK(cudaStreamCreateWithFlags(&R->mainStream, cudaStreamNonBlocking));
   GPU_CUDA_OK(cudaEventCreateWithFlags(&R->fork, cudaEventDisableTiming));
   GPU_CUDA_OK(cudaEventCreate(&R->start));
   GPU_CUDA_OK(cudaEventCreate(&R->stop));
@@ -330,10 +330,10 @@ void benchFreeShared(BenchRanks* R) {
   if (R->stop != NULL) GPU_CUDA_OK(cudaEventDestroy(R->stop));
   if (R->start != NULL) GPU_CUDA_OK(cudaEventDestroy(R->start));
   if (R->fork != NULL) GPU_CUDA_OK(cudaEventDestroy(R->fork));
-  if (R->main != NULL) GPU_CUDA_OK(cudaStreamDestroy(R->main));
+  if (R->mainStream != NULL) GPU_CUDA_OK(cudaStreamDestroy(R->mainStream));
   R->stage = NULL;
   R->stop = R->start = R->fork = NULL;
-  R->main = NULL;
+  R->mainStream = NULL;
 }
 
 void benchSyncRanks(const BenchRanks* R) {
@@ -724,20 +724,20 @@ static bool forkJoinUs(BenchRanks* R, const BenchWork* w, int steps, int reps, d
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec;
   GPU_CUDA_OK(cudaSetDevice(R->devices[0]));
-  GPU_CUDA_OK(cudaStreamBeginCapture(R->main, cudaStreamCaptureModeGlobal));
+  GPU_CUDA_OK(cudaStreamBeginCapture(R->mainStream, cudaStreamCaptureModeGlobal));
   bool ok = true;
   for (int s = 0; s < steps && ok; ++s) {
-    GPU_CUDA_OK(cudaEventRecord(R->fork, R->main));
+    GPU_CUDA_OK(cudaEventRecord(R->fork, R->mainStream));
     for (int r = 0; r < R->n; ++r) {
       GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
       GPU_CUDA_OK(cudaStreamWaitEvent(R->streams[r], R->fork, 0));
       if (ok) ok = w->call(w->ctx, r, R->streams[r], "captured");
       GPU_CUDA_OK(cudaEventRecord(R->join[r], R->streams[r]));
-      GPU_CUDA_OK(cudaStreamWaitEvent(R->main, R->join[r], 0));
+      GPU_CUDA_OK(cudaStreamWaitEvent(R->mainStream, R->join[r], 0));
     }
     GPU_CUDA_OK(cudaSetDevice(R->devices[0]));
   }
-  cudaError_t end = cudaStreamEndCapture(R->main, &graph);
+  cudaError_t end = cudaStreamEndCapture(R->mainStream, &graph);
   if (!ok) {
     if (end == cudaSuccess && graph != NULL) cudaGraphDestroy(graph);
     (void)cudaGetLastError();
@@ -745,13 +745,13 @@ static bool forkJoinUs(BenchRanks* R, const BenchWork* w, int steps, int reps, d
   }
   GPU_CUDA_OK(end);
   GPU_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  GPU_CUDA_OK(cudaGraphLaunch(exec, R->main));
-  GPU_CUDA_OK(cudaStreamSynchronize(R->main));
+  GPU_CUDA_OK(cudaGraphLaunch(exec, R->mainStream));
+  GPU_CUDA_OK(cudaStreamSynchronize(R->mainStream));
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
-    GPU_CUDA_OK(cudaEventRecord(R->start, R->main));
-    GPU_CUDA_OK(cudaGraphLaunch(exec, R->main));
-    GPU_CUDA_OK(cudaEventRecord(R->stop, R->main));
+    GPU_CUDA_OK(cudaEventRecord(R->start, R->mainStream));
+    GPU_CUDA_OK(cudaGraphLaunch(exec, R->mainStream));
+    GPU_CUDA_OK(cudaEventRecord(R->stop, R->mainStream));
     GPU_CUDA_OK(cudaEventSynchronize(R->stop));
     float ms;
     GPU_CUDA_OK(cudaEventElapsedTime(&ms, R->start, R->stop));

@@ -175,7 +175,7 @@ typedef struct BenchRanks {
   int devices[kBenchMaxRanks];
   bool oneGpu;
   size_t es; /* element size */
-  cudaStream_t main; /* on devices[0]: fork/join graphs are captured from it */
+  cudaStream_t mainStream; /* on devices[0]: fork/join graphs are captured from it */
   cudaStream_t streams[kBenchMaxRanks];
   cudaEvent_t fork, join[kBenchMaxRanks]; /* fork/join edges, no timing */
   cudaEvent_t start, stop;                /* on main */
