@@ -470,7 +470,7 @@ static void buildTables(const BenchValueRule* rule, purlinDataType_t dtype, size
 }
 
 /* Expands one period of a rank's input pattern over its send buffer. */
-__global__ void fillKernel(char* dst, const char* table, size_t elems, unsigned int es,
+static __global__ void fillKernel(char* dst, const char* table, size_t elems, unsigned int es,
                            size_t period) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < elems; i += stride) {

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "atoms/dtype.cuh"
+#include "bench/harness.h"
 #include "runtime/comm.h"
 #include "snac/ll.h"
-#include "tests/gpu/gpu_test.h"
 
 enum { kSteps = 100, kReplays = 20 };
 
@@ -90,7 +90,7 @@ static double stepUs(Ranks* R, cudaStream_t main, F launch) {
 }
 
 int main(void) {
-  int ndev = gpuTestDeviceCount("bench/ll_latency");
+  int ndev = benchDeviceCount("bench/ll_latency");
   if (ndev == 0) return 0;
   Ranks R;
   R.n = ndev == 1 ? 8 : std::min(ndev, 8);
