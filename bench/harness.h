@@ -250,7 +250,7 @@ size_t benchCheckOutputs(BenchRanks* R, const BenchShape* s, const BenchTables* 
  * `call` on every rank in turn. Both print what failed and return false. */
 typedef struct BenchWork {
   const char* lib;          /* in failure messages: "purlin", "nccl" */
-  const BenchShape* shape;  /* in failure messages */
+  const BenchShape* shape;  /* in the graph mode's failure messages; NULL for other work */
   bool (*call)(void* ctx, int rank, cudaStream_t stream, const char* when);
   bool (*step)(void* ctx, const char* when);
   void* ctx;
