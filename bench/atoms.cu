@@ -16,7 +16,7 @@
 
 #include "atoms/atoms.cuh"
 #include "atoms/policy.h"
-#include "tests/gpu/gpu_test.h"
+#include "bench/harness.h"
 
 enum { kThreads = 512, kRuns = 15, kWarm = 3 };
 static const size_t kBytes = (size_t)1 << 30;
@@ -207,7 +207,7 @@ struct SweepAtom {
 };
 
 int main(int argc, char** argv) {
-  if (gpuTestDeviceCount("bench/atoms") == 0) return 0;
+  if (benchDeviceCount("bench/atoms") == 0) return 0;
   const char* jsonPath = argc > 1 ? argv[1] : "atoms.json";
   int sms = 0;
   cudaDeviceProp prop;

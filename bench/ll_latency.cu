@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "atoms/dtype.cuh"
+#include "bench/harness.h"
 #include "runtime/comm.h"
 #include "runtime/plan.h"
 #include "snac/latency.h"
-#include "tests/gpu/gpu_test.h"
 
 enum { kSteps = 100, kReplays = 20 };
 
@@ -91,7 +91,7 @@ static double stepUs(Ranks* R, cudaStream_t main, F launch) {
 }
 
 int main(void) {
-  int ndev = gpuTestDeviceCount("bench/ll_latency");
+  int ndev = benchDeviceCount("bench/ll_latency");
   if (ndev == 0) return 0;
   Ranks R;
   R.n = ndev == 1 ? 8 : std::min(ndev, 8);

@@ -50,11 +50,7 @@
 #include <vector>
 
 #include "atoms/atom.h"
-#include "atoms/dtype.cuh"
-#include "bench/bench_check.h"
-#include "tests/gpu/gpu_test.h"
-
-enum { kMaxRanks = PURLIN_MAX_RANKS };
+#include "bench/harness.h"
 
 /* ------------------------------------------------------------------------ */
 /* NCCL, declared here: nccl.h is not installed where purlin builds. The   */
@@ -180,29 +176,20 @@ static void ncclVersionString(int code, char* buf, size_t size) {
     snprintf(buf, size, "unknown");
 }
 
+
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
 
-enum { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kColls };
-static const char* const kCollKey[kColls] = {"allreduce", "allgather", "reducescatter",
-                                             "alltoall"};
-static const char* const kCollTitle[kColls] = {"AllReduce", "AllGather", "ReduceScatter",
-                                               "AllToAll"};
-static const char* const kDtypeName[purlinNumDataTypes] = {"float",   "half",    "bf16",
-                                                           "fp8e4m3", "fp8e5m2", "int32"};
-static const char* const kOpName[purlinNumRedOps] = {"sum", "max", "min"};
+/* The first four of the harness's collectives: those NCCL has. */
+enum { kColls = kBenchAllToAll + 1 };
 
 enum { kPurlin, kNcclLib, kLibs };
-enum { kEager, kGraph, kModes };
 static const char* const kLibKey[kLibs] = {"purlin", "nccl"};
-static const char* const kModeKey[kModes] = {"eager", "graph"};
+static const char* const kLibTitle[kLibs] = {"purlin", "NCCL"};
 
-/* A timed repetition should last about this long (inputs: bench_check.h). */
-static const double kRepTargetUs = 5000.0;
-enum { kMaxSteps = 100 };
-static const size_t kGuardBytes = 256;
-static const size_t kStageBytes = (size_t)64 << 20;
-static const unsigned char kPoison = 0xA5;
+/* The columns of each library, in this order (harness.h: kBenchMode). */
+enum { kEager, kGraph, kModes };
+static const int kModeOf[kModes] = {kBenchEager, kBenchGraph};
 
 /* The issue's targets, in NCCL time / purlin time (graph mode). */
 static const size_t kSmallLimit = (size_t)1 << 20;
@@ -210,17 +197,14 @@ static const size_t kLargeFrom = (size_t)64 << 20;
 static const double kTargetGeomean = 1.5;
 static const double kTargetWorst = 1.0;
 
-struct Options {
-  const char* jsonPath;
-  int ranks;
-  bool colls[kColls];
-  purlinDataType_t dtype;
-  purlinRedOp_t op;
-  size_t minBytes, maxBytes, stepFactor;
-  int iters;
-  int ctas;      /* purlin's config.collectiveCtas (0: tuned) */
-  int path;      /* purlin's config.path (purlinPathAuto: tuned) */
-  size_t lbuf;   /* purlin's config.latencyBufferBytes (0: default) */
+/* Table columns: size, count, type, then time, algbw, busbw per mode. */
+static const BenchTableFormat kFormat = {6, false, 9, 8, 7};
+
+/* purlin's configuration, for tuning runs. */
+struct Knobs {
+  int ctas;    /* purlin's config.collectiveCtas (0: tuned) */
+  int path;    /* purlin's config.path (purlinPathAuto: tuned) */
+  size_t lbuf; /* purlin's config.latencyBufferBytes (0: default) */
 };
 
 static void usage(FILE* f) {
@@ -245,154 +229,50 @@ static void usage(FILE* f) {
           "environment: PURLIN_NCCL_LIB=path/to/libnccl.so.2 is tried first\n");
 }
 
-static bool parseColls(const char* s, bool* colls) {
-  for (int c = 0; c < kColls; ++c) colls[c] = false;
-  while (*s) {
-    size_t len = strcspn(s, ",");
-    bool found = len == 3 && strncasecmp(s, "all", 3) == 0;
-    if (found)
-      for (int c = 0; c < kColls; ++c) colls[c] = true;
-    for (int c = 0; c < kColls && !found; ++c)
-      if (strlen(kCollKey[c]) == len && strncasecmp(s, kCollKey[c], len) == 0)
-        colls[c] = found = true;
-    if (!found) return false;
-    s += len;
-    if (*s == ',') ++s;
-  }
-  return std::find(colls, colls + kColls, true) != colls + kColls;
-}
+/* The types both libraries have. */
+static const BenchSpelling kDtypeSpellings[] = {
+    {"float", purlinFloat32},  {"fp32", purlinFloat32},      {"half", purlinFloat16},
+    {"fp16", purlinFloat16},   {"bf16", purlinBfloat16},     {"bfloat16", purlinBfloat16}};
 
-/* Returns 0 to run, 1 after --help, 2 on a bad option (message printed). */
-static int parseOptions(int argc, char** argv, Options* o) {
-  memset(o, 0, sizeof *o);
-  for (int c = 0; c < kColls; ++c) o->colls[c] = true;
-  o->dtype = purlinFloat32;
-  o->op = purlinSum;
-  o->minBytes = 8;
-  o->maxBytes = (size_t)1 << 30;
-  o->stepFactor = 2;
-  o->iters = 20;
-  int i = 1;
-  if (argc > 1 && strncmp(argv[1], "--", 2) != 0) o->jsonPath = argv[i++];
-  for (; i < argc; i += 2) {
-    const char* a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return 1;
-    }
-    bool ok = v != NULL;
-    int f = 0;
-    if (v == NULL) {
-      ok = false; /* every option but --help takes a value */
-    } else if (strcmp(a, "--json") == 0) {
-      o->jsonPath = v;
-    } else if (strcmp(a, "--ranks") == 0) {
-      ok = parseInt(v, 1, kMaxRanks, &o->ranks);
-    } else if (strcmp(a, "--colls") == 0) {
-      ok = parseColls(v, o->colls);
-    } else if (strcmp(a, "--dtype") == 0) {
-      ok = true;
-      if (strcasecmp(v, "float") == 0 || strcasecmp(v, "fp32") == 0) o->dtype = purlinFloat32;
-      else if (strcasecmp(v, "half") == 0 || strcasecmp(v, "fp16") == 0) o->dtype = purlinFloat16;
-      else if (strcasecmp(v, "bf16") == 0 || strcasecmp(v, "bfloat16") == 0)
-        o->dtype = purlinBfloat16;
-      else ok = false;
-    } else if (strcmp(a, "--op") == 0) {
-      ok = false;
-      for (int k = 0; k < purlinNumRedOps; ++k)
-        if (strcasecmp(v, kOpName[k]) == 0) o->op = (purlinRedOp_t)k, ok = true;
-    } else if (strcmp(a, "--minbytes") == 0) {
-      ok = parseBytes(v, &o->minBytes) && o->minBytes > 0;
-    } else if (strcmp(a, "--maxbytes") == 0) {
-      ok = parseBytes(v, &o->maxBytes) && o->maxBytes > 0;
-    } else if (strcmp(a, "--stepfactor") == 0) {
-      ok = parseInt(v, 2, 1 << 20, &f);
-      o->stepFactor = (size_t)f;
-    } else if (strcmp(a, "--iters") == 0) {
-      ok = parseInt(v, 1, 100000, &o->iters);
-    } else if (strcmp(a, "--path") == 0) {
-      ok = true;
-      if (strcasecmp(v, "auto") == 0) o->path = purlinPathAuto;
-      else if (strcasecmp(v, "latency") == 0) o->path = purlinPathLatency;
-      else if (strcasecmp(v, "throughput") == 0) o->path = purlinPathThroughput;
-      else ok = false;
-    } else if (strcmp(a, "--lbuf") == 0) {
-      ok = parseBytes(v, &o->lbuf) && o->lbuf > 0;
-    } else if (strcmp(a, "--ctas") == 0) {
-      ok = parseInt(v, 0, 1 << 16, &o->ctas); /* the config check bounds it */
-    } else {
-      fprintf(stderr, "nccl_compare: unknown option %s\n", a);
-      usage(stderr);
-      return 2;
-    }
-    if (!ok) {
-      fprintf(stderr, "nccl_compare: bad or missing value for %s\n", a);
-      usage(stderr);
-      return 2;
-    }
+/* --ctas, --path, --lbuf; v is never NULL (everyOptionTakesValue). */
+static int knobOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
+  (void)o;
+  Knobs* k = (Knobs*)ctx;
+  bool ok = true;
+  if (strcmp(a, "--path") == 0) {
+    if (strcasecmp(v, "auto") == 0) k->path = purlinPathAuto;
+    else if (strcasecmp(v, "latency") == 0) k->path = purlinPathLatency;
+    else if (strcasecmp(v, "throughput") == 0) k->path = purlinPathThroughput;
+    else ok = false;
+  } else if (strcmp(a, "--lbuf") == 0) {
+    ok = benchParseBytes(v, &k->lbuf) && k->lbuf > 0;
+  } else if (strcmp(a, "--ctas") == 0) {
+    ok = benchParseInt(v, 0, 1 << 16, &k->ctas); /* the config check bounds it */
+  } else {
+    return kBenchOptUnknown;
   }
-  if (o->minBytes > o->maxBytes) {
-    fprintf(stderr, "nccl_compare: --minbytes exceeds --maxbytes\n");
-    return 2;
-  }
-  return 0;
+  return ok ? kBenchOptOk : kBenchOptBad;
 }
 
 /* ------------------------------------------------------------------------ */
-/* Shapes, state                                                             */
-
-/* One row, in nccl-tests' convention: AllReduce: bytes of the buffer;
- * AllGather: bytes received; ReduceScatter: bytes sent; AllToAll: bytes
- * sent per rank. c is the count argument of both libraries' calls (per
- * peer for AllToAll). */
-struct Shape {
-  int coll;
-  size_t bytes, count, c, sendElems, recvElems;
-};
-
-static bool makeShape(int coll, size_t target, int n, size_t es, Shape* s) {
-  size_t total = target / es;
-  s->coll = coll;
-  s->c = coll == kAllReduce ? total : total / (size_t)n;
-  if (s->c == 0) return false;
-  s->count = coll == kAllReduce ? s->c : s->c * n;
-  s->bytes = s->count * es;
-  s->sendElems = coll == kAllGather ? s->c : s->count;
-  s->recvElems = coll == kReduceScatter ? s->c : s->count;
-  return true;
-}
-
-static bool reduces(int coll) { return coll == kAllReduce || coll == kReduceScatter; }
-
-static double busFactor(int coll, int n) {
-  return coll == kAllReduce ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
-}
+/* State                                                                     */
 
 struct Bench {
-  Options opt;
-  int n, ndev;
-  int devices[kMaxRanks];
-  size_t es;
-  purlinComm_t comms[kMaxRanks];
+  BenchOptions opt;
+  Knobs knobs;
+  BenchRanks ranks;
+  int ndev;
+  purlinComm_t comms[kBenchMaxRanks];
   int purlinComms; /* made so far */
   Nccl nccl;
   bool ncclLoaded;
-  ncclComm_t ncclComms[kMaxRanks];
+  ncclComm_t ncclComms[kBenchMaxRanks];
   int ncclCommsMade;
   bool usable[kLibs]; /* false after a failed call: the library stops */
-  cudaStream_t streams[kMaxRanks];
-  cudaEvent_t start[kMaxRanks], stop[kMaxRanks];
-  char* send[kMaxRanks];
-  char* recv[kMaxRanks];
-  char* table[kMaxRanks];
-  size_t sendCap, recvCap;
-  char* stage;
 };
 
-enum { kNotRun, kDone, kFailed };
 struct Cell {
-  int state;
+  int state; /* kBenchNotRun, kBenchDone, kBenchFailed */
   double us;
   int steps;
 };
@@ -400,7 +280,7 @@ struct Row {
   int coll;
   size_t bytes, count;
   Cell cell[kLibs][kModes];
-  int checked[kLibs]; /* kNotRun, kDone, kFailed */
+  int checked[kLibs]; /* kBenchNotRun, kBenchDone, kBenchFailed */
   size_t wrong[kLibs];
   double ratio[kModes]; /* NCCL us / purlin us; negative when not measured */
 };
@@ -416,35 +296,39 @@ static ncclRedOp_t ncclOpOf(purlinRedOp_t op) {
   return op == purlinMax ? ncclMax : op == purlinMin ? ncclMin : ncclSum;
 }
 
-static purlinResult_t purlinCall(const Bench* B, const Shape* s, int r, cudaStream_t st) {
+static purlinResult_t purlinCall(const Bench* B, const BenchShape* s, int r, cudaStream_t st) {
   purlinComm_t comm = B->comms[r];
   purlinDataType_t dt = B->opt.dtype;
+  char* send = B->ranks.send[r];
+  char* recv = B->ranks.recv[r];
   switch (s->coll) {
-    case kAllReduce: return purlinAllReduce(B->send[r], B->recv[r], s->c, dt, B->opt.op, comm, st);
-    case kAllGather: return purlinAllGather(B->send[r], B->recv[r], s->c, dt, comm, st);
-    case kReduceScatter:
-      return purlinReduceScatter(B->send[r], B->recv[r], s->c, dt, B->opt.op, comm, st);
-    case kAllToAll: return purlinAllToAll(B->send[r], B->recv[r], s->c, dt, comm, st);
+    case kBenchAllReduce: return purlinAllReduce(send, recv, s->c, dt, B->opt.op, comm, st);
+    case kBenchAllGather: return purlinAllGather(send, recv, s->c, dt, comm, st);
+    case kBenchReduceScatter:
+      return purlinReduceScatter(send, recv, s->c, dt, B->opt.op, comm, st);
+    case kBenchAllToAll: return purlinAllToAll(send, recv, s->c, dt, comm, st);
   }
   return purlinInvalidArgument;
 }
 
-static ncclResult_t ncclCall(const Bench* B, const Shape* s, int r, cudaStream_t st) {
+static ncclResult_t ncclCall(const Bench* B, const BenchShape* s, int r, cudaStream_t st) {
   const Nccl* L = &B->nccl;
   ncclComm_t comm = B->ncclComms[r];
   ncclDataType_t dt = ncclTypeOf(B->opt.dtype);
   ncclRedOp_t op = ncclOpOf(B->opt.op);
+  char* send = B->ranks.send[r];
+  char* recv = B->ranks.recv[r];
   switch (s->coll) {
-    case kAllReduce: return L->AllReduce(B->send[r], B->recv[r], s->c, dt, op, comm, st);
-    case kAllGather: return L->AllGather(B->send[r], B->recv[r], s->c, dt, comm, st);
-    case kReduceScatter: return L->ReduceScatter(B->send[r], B->recv[r], s->c, dt, op, comm, st);
-    case kAllToAll: {
+    case kBenchAllReduce: return L->AllReduce(send, recv, s->c, dt, op, comm, st);
+    case kBenchAllGather: return L->AllGather(send, recv, s->c, dt, comm, st);
+    case kBenchReduceScatter: return L->ReduceScatter(send, recv, s->c, dt, op, comm, st);
+    case kBenchAllToAll: {
       /* NCCL has no AllToAll: one send and one receive per peer, self
        * included, grouped (as nccl-tests' alltoall). */
-      size_t block = s->c * B->es;
-      for (int p = 0; p < B->n; ++p) {
-        ncclResult_t res = L->Send(B->send[r] + p * block, s->c, dt, p, comm, st);
-        if (res == ncclSuccess) res = L->Recv(B->recv[r] + p * block, s->c, dt, p, comm, st);
+      size_t block = s->c * B->ranks.es;
+      for (int p = 0; p < B->ranks.n; ++p) {
+        ncclResult_t res = L->Send(send + p * block, s->c, dt, p, comm, st);
+        if (res == ncclSuccess) res = L->Recv(recv + p * block, s->c, dt, p, comm, st);
         if (res != ncclSuccess) return res;
       }
       return ncclSuccess;
@@ -453,29 +337,36 @@ static ncclResult_t ncclCall(const Bench* B, const Shape* s, int r, cudaStream_t
   return (ncclResult_t)4; /* ncclInvalidArgument */
 }
 
-/* One step: one call of `s` on every rank, each on its own stream; NCCL's
- * calls inside one group, as one thread drives every device. Returns false
- * after printing what failed. */
-static bool enqueueStep(Bench* B, const Shape* s, int lib, const char* when) {
-  if (lib == kPurlin) {
-    for (int r = 0; r < B->n; ++r) {
-      GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-      purlinResult_t res = purlinCall(B, s, r, B->streams[r]);
-      if (res != purlinSuccess) {
-        const char* m = purlinGetLastError(B->comms[r]);
-        fprintf(stderr, "FAILED purlin %s %zu B rank %d (%s): %s\n  %s\n", kCollTitle[s->coll],
-                s->bytes, r, when, purlinGetErrorName(res),
-                m != NULL && m[0] ? m : purlinGetLastError(NULL));
-        return false;
-      }
-    }
-    return true;
-  }
+/* One shape's calls, as the timing modes launch them. */
+struct LibWork {
+  const Bench* B;
+  const BenchShape* s;
+};
+
+/* One purlin call; the harness makes a step of them, each rank's device
+ * current. */
+static bool purlinRankCall(void* ctx, int r, cudaStream_t st, const char* when) {
+  const LibWork* w = (const LibWork*)ctx;
+  const Bench* B = w->B;
+  purlinResult_t res = purlinCall(B, w->s, r, st);
+  if (res == purlinSuccess) return true;
+  const char* m = purlinGetLastError(B->comms[r]);
+  fprintf(stderr, "FAILED purlin %s %zu B rank %d (%s): %s\n  %s\n", kBenchCollTitle[w->s->coll],
+          w->s->bytes, r, when, purlinGetErrorName(res),
+          m != NULL && m[0] ? m : purlinGetLastError(NULL));
+  return false;
+}
+
+/* One NCCL step: every rank's call inside one group, as one thread drives
+ * every device. */
+static bool ncclStep(void* ctx, const char* when) {
+  const LibWork* w = (const LibWork*)ctx;
+  const Bench* B = w->B;
   const Nccl* L = &B->nccl;
   ncclResult_t res = L->GroupStart();
   int failedRank = -1;
-  for (int r = 0; r < B->n && res == ncclSuccess; ++r) {
-    res = ncclCall(B, s, r, B->streams[r]);
+  for (int r = 0; r < B->ranks.n && res == ncclSuccess; ++r) {
+    res = ncclCall(B, w->s, r, B->ranks.streams[r]);
     if (res != ncclSuccess) failedRank = r;
   }
   /* The group is closed even after a failed call, so that NCCL's group
@@ -483,16 +374,26 @@ static bool enqueueStep(Bench* B, const Shape* s, int lib, const char* when) {
   ncclResult_t end = L->GroupEnd();
   if (res == ncclSuccess) res = end;
   if (res != ncclSuccess) {
-    fprintf(stderr, "FAILED NCCL %s %zu B (%s, %s): %s\n", kCollTitle[s->coll], s->bytes, when,
-            failedRank >= 0 ? "a rank's call" : "ncclGroupEnd", L->GetErrorString(res));
+    fprintf(stderr, "FAILED NCCL %s %zu B (%s, %s): %s\n", kBenchCollTitle[w->s->coll],
+            w->s->bytes, when, failedRank >= 0 ? "a rank's call" : "ncclGroupEnd",
+            L->GetErrorString(res));
     return false;
   }
   return true;
 }
 
+static BenchWork workOf(int lib, LibWork* ctx) {
+  BenchWork w = {kLibKey[lib], ctx->s, NULL, NULL, ctx};
+  if (lib == kPurlin)
+    w.call = purlinRankCall;
+  else
+    w.step = ncclStep;
+  return w;
+}
+
 /* Whether no rank of `lib` reports an asynchronous error (printed). */
 static bool asyncOk(const Bench* B, int lib) {
-  for (int r = 0; r < B->n; ++r) {
+  for (int r = 0; r < B->ranks.n; ++r) {
     if (lib == kPurlin) {
       purlinResult_t a;
       GPU_PURLIN_OK(purlinCommGetAsyncError(B->comms[r], &a));
@@ -514,290 +415,107 @@ static bool asyncOk(const Bench* B, int lib) {
   return true;
 }
 
-static void syncRanks(const Bench* B) {
-  for (int r = 0; r < B->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    GPU_CUDA_OK(cudaStreamSynchronize(B->streams[r]));
-  }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Timing                                                                    */
-
-/* The time of one repetition: the latest-finishing rank's, from its own
- * events on its own device. */
-static double worstRankMs(const Bench* B) {
-  double worst = 0;
-  for (int r = 0; r < B->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    GPU_CUDA_OK(cudaEventSynchronize(B->stop[r]));
-    float ms;
-    GPU_CUDA_OK(cudaEventElapsedTime(&ms, B->start[r], B->stop[r]));
-    worst = std::max(worst, (double)ms);
-  }
-  return worst;
-}
-
-static double median(std::vector<double>* t) {
-  std::sort(t->begin(), t->end());
-  return (*t)[t->size() / 2];
-}
-
-/* Eager: `reps` timed repetitions (after one warm-up) of `steps` steps;
- * median us per step. */
-static bool eagerUs(Bench* B, const Shape* s, int lib, int steps, int reps, double* us) {
-  std::vector<double> t;
-  for (int i = 0; i <= reps; ++i) {
-    for (int r = 0; r < B->n; ++r) {
-      GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-      GPU_CUDA_OK(cudaEventRecord(B->start[r], B->streams[r]));
-    }
-    for (int k = 0; k < steps; ++k)
-      if (!enqueueStep(B, s, lib, "eager")) return false;
-    for (int r = 0; r < B->n; ++r) {
-      GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-      GPU_CUDA_OK(cudaEventRecord(B->stop[r], B->streams[r]));
-    }
-    double ms = worstRankMs(B);
-    if (i > 0) t.push_back(ms * 1e3 / steps);
-  }
-  *us = median(&t);
-  return true;
-}
-
-/* Graph: every rank's stream is captured (global mode, as nccl-tests) into
- * that rank's own graph while `steps` steps are enqueued; then one warm-up
- * and `reps` timed replays of every rank's graph; median us per step. */
-static bool graphUs(Bench* B, const Shape* s, int lib, int steps, int reps, double* us) {
-  cudaGraph_t graph[kMaxRanks] = {};
-  cudaGraphExec_t exec[kMaxRanks] = {};
-  for (int r = 0; r < B->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    GPU_CUDA_OK(cudaStreamBeginCapture(B->streams[r], cudaStreamCaptureModeGlobal));
-  }
-  bool ok = true;
-  for (int k = 0; k < steps && ok; ++k) ok = enqueueStep(B, s, lib, "captured");
-  for (int r = 0; r < B->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    cudaError_t e = cudaStreamEndCapture(B->streams[r], &graph[r]);
-    if (e != cudaSuccess) {
-      if (ok)
-        fprintf(stderr, "FAILED %s capture of %s %zu B, rank %d: %s\n", kLibKey[lib],
-                kCollTitle[s->coll], s->bytes, r, cudaGetErrorString(e));
-      ok = false;
-      graph[r] = NULL;
-    }
-  }
-  (void)cudaGetLastError();
-  std::vector<double> t;
-  for (int r = 0; r < B->n && ok; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    GPU_CUDA_OK(cudaGraphInstantiate(&exec[r], graph[r], 0));
-  }
-  for (int i = 0; i <= reps && ok; ++i) {
-    for (int r = 0; r < B->n; ++r) {
-      GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-      GPU_CUDA_OK(cudaEventRecord(B->start[r], B->streams[r]));
-      GPU_CUDA_OK(cudaGraphLaunch(exec[r], B->streams[r]));
-      GPU_CUDA_OK(cudaEventRecord(B->stop[r], B->streams[r]));
-    }
-    double ms = worstRankMs(B);
-    if (i > 0) t.push_back(ms * 1e3 / steps);
-  }
-  for (int r = B->n - 1; r >= 0; --r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    if (exec[r] != NULL) GPU_CUDA_OK(cudaGraphExecDestroy(exec[r]));
-    if (graph[r] != NULL) GPU_CUDA_OK(cudaGraphDestroy(graph[r]));
-  }
-  if (ok) *us = median(&t);
-  return ok;
-}
-
 /* One cell, with K from `estimateUs` (the previous size's time) or, for
- * the first size, a one-step eager probe. */
-static bool measure(Bench* B, const Shape* s, int lib, int mode, double estimateUs, Cell* c) {
-  if (!(estimateUs > 0) && !eagerUs(B, s, lib, 1, 2, &estimateUs)) return false;
-  double k = ceil(kRepTargetUs / std::max(estimateUs, 1e-3));
-  c->steps = (int)std::max(1.0, std::min((double)kMaxSteps, k));
-  bool ok = mode == kEager ? eagerUs(B, s, lib, c->steps, B->opt.iters, &c->us)
-                           : graphUs(B, s, lib, c->steps, B->opt.iters, &c->us);
+ * the first size, a one-step eager probe (harness.h: kBenchMode). */
+static bool measure(Bench* B, const BenchShape* s, int lib, int mode, double estimateUs, Cell* c) {
+  LibWork ctx = {B, s};
+  BenchWork w = workOf(lib, &ctx);
+  bool ok =
+      benchMeasure(&B->ranks, kModeOf[mode], &w, estimateUs, B->opt.iters, &c->us, &c->steps);
   return ok && asyncOk(B, lib);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Inputs and the host reference                                             */
-
-/* pattern[r]: rank r's input, pattern[n]: the op over all ranks; two
- * periods each, so that a run of up to kPeriod elements starting in the
- * first period is contiguous. Sums draw 0 .. limit/n so that they are
- * exact; max and min draw 0..15, exact in every type. */
-struct Tables {
-  std::vector<char> pattern[kMaxRanks + 1];
-};
-
-static void buildTables(const Bench* B, uint64_t seed, Tables* T) {
-  int n = B->n;
-  size_t es = B->es;
-  purlinRedOp_t op = B->opt.op;
-  int values = op == purlinSum ? std::min(16, exactLimit(B->opt.dtype) / n + 1) : 16;
-  std::vector<int> acc(kPeriod);
-  for (int r = 0; r <= n; ++r) T->pattern[r].resize(2 * kPeriod * es);
-  for (int r = 0; r < n; ++r)
-    for (size_t k = 0; k < kPeriod; ++k) {
-      int v = (int)(gpuTestMix((seed << 40) ^ ((uint64_t)r << 24) ^ k) % (uint32_t)values);
-      uint32_t raw = rawOf(B->opt.dtype, v);
-      storeRaw(&T->pattern[r][k * es], raw, es);
-      storeRaw(&T->pattern[r][(k + kPeriod) * es], raw, es);
-      acc[k] = r == 0              ? v
-               : op == purlinSum ? acc[k] + v
-               : op == purlinMax ? std::max(acc[k], v)
-                                 : std::min(acc[k], v);
-    }
-  for (size_t k = 0; k < kPeriod; ++k) {
-    uint32_t raw = rawOf(B->opt.dtype, acc[k]);
-    storeRaw(&T->pattern[n][k * es], raw, es);
-    storeRaw(&T->pattern[n][(k + kPeriod) * es], raw, es);
-  }
-}
-
-__global__ void fillKernel(char* dst, const char* table, size_t elems, unsigned int es,
-                           size_t period) {
-  size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < elems; i += stride) {
-    size_t k = i % period;
-    if (es == 4)
-      ((uint32_t*)dst)[i] = ((const uint32_t*)table)[k];
-    else
-      ((uint16_t*)dst)[i] = ((const uint16_t*)table)[k];
-  }
-}
-
-/* A run of rank d's output: [dst, dst + len) equals pattern `table` from
- * element src on. */
-struct Segment {
-  size_t dst, len, src;
-  int table;
-};
-
-static void segmentsOf(const Shape* s, int n, int d, std::vector<Segment>* out) {
-  size_t c = s->c;
-  out->clear();
-  switch (s->coll) {
-    case kAllReduce: out->push_back({0, c, 0, n}); break;
-    case kReduceScatter: out->push_back({0, c, d * c, n}); break;
-    case kAllGather:
-      for (int r = 0; r < n; ++r) out->push_back({r * c, c, 0, r});
-      break;
-    case kAllToAll:
-      for (int r = 0; r < n; ++r) out->push_back({r * c, c, d * c, r});
-      break;
-  }
-}
-
-static size_t compareRank(Bench* B, const Shape* s, int d, const Tables* T, const char* what,
-                          int* printed) {
-  std::vector<Segment> segs;
-  segmentsOf(s, B->n, d, &segs);
-  size_t es = B->es, window = kStageBytes / es, wrong = 0;
-  GPU_CUDA_OK(cudaSetDevice(B->devices[d]));
-  for (const Segment& g : segs)
-    for (size_t off = 0; off < g.len; off += window) {
-      size_t m = std::min(window, g.len - off);
-      GPU_CUDA_OK(
-          cudaMemcpy(B->stage, B->recv[d] + (g.dst + off) * es, m * es, cudaMemcpyDeviceToHost));
-      wrong += compareRun(B->stage, g.dst + off, m, T->pattern[g.table].data(),
-                          (g.src + off) % kPeriod, es, what, d, printed);
-    }
-  GPU_CUDA_OK(cudaMemcpy(B->stage, B->recv[d] + s->recvElems * es, kGuardBytes,
-                         cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < kGuardBytes; ++i) {
-    if ((unsigned char)B->stage[i] == kPoison) continue;
-    ++wrong;
-    if (*printed < kMaxPrintedWrong) {
-      ++*printed;
-      printf("  WRONG %s: rank %d wrote byte %zu past its output (0x%02x)\n", what, d, i,
-             (unsigned char)B->stage[i]);
-    }
-  }
-  return wrong;
-}
-
 /* One eager step of `lib` on fresh inputs into poisoned outputs; counts
- * wrong elements into *wrong. Returns kDone or kFailed. */
-static int checkOnce(Bench* B, const Shape* s, int lib, uint64_t seed, Tables* T, size_t* wrong) {
-  buildTables(B, seed, T);
-  for (int r = 0; r < B->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    GPU_CUDA_OK(cudaMemcpyAsync(B->table[r], T->pattern[r].data(), kPeriod * B->es,
-                                cudaMemcpyHostToDevice, B->streams[r]));
-    unsigned int blocks = (unsigned int)std::min<size_t>((s->sendElems + 255) / 256, 2048);
-    fillKernel<<<blocks, 256, 0, B->streams[r]>>>(B->send[r], B->table[r], s->sendElems,
-                                                  (unsigned int)B->es, kPeriod);
-    GPU_CUDA_OK(cudaGetLastError());
-    GPU_CUDA_OK(
-        cudaMemsetAsync(B->recv[r], kPoison, s->recvElems * B->es + kGuardBytes, B->streams[r]));
-  }
-  /* Every input is in place before any rank starts. */
-  syncRanks(B);
-  bool ok = enqueueStep(B, s, lib, "check");
-  syncRanks(B);
-  if (!ok || !asyncOk(B, lib)) return kFailed;
+ * wrong elements into *wrong. Returns kBenchDone or kBenchFailed. Inputs
+ * are drawn as bench/collectives draws them, except that for max and min
+ * every rank draws alone (0..15, exact in every type). */
+static int checkOnce(Bench* B, const BenchShape* s, int lib, uint64_t seed, BenchTables* T,
+                     size_t* wrong) {
+  BenchRanks* R = &B->ranks;
+  BenchValueRule rule = benchValueRule(R->n, B->opt.dtype, B->opt.op, seed, false);
+  benchPrepareInputs(R, s, &rule, B->opt.dtype, T);
+  LibWork ctx = {B, s};
+  BenchWork w = workOf(lib, &ctx);
+  bool ok = benchStep(R, &w, "check");
+  benchSyncRanks(R);
+  if (!ok || !asyncOk(B, lib)) return kBenchFailed;
   char what[96];
-  snprintf(what, sizeof what, "%s %s %zu B", kLibKey[lib], kCollTitle[s->coll], s->bytes);
-  int printed = 0;
-  *wrong = 0;
-  for (int d = 0; d < B->n; ++d) *wrong += compareRank(B, s, d, T, what, &printed);
-  if (*wrong > (size_t)printed) printf("  WRONG %s: %zu elements in all\n", what, *wrong);
-  return kDone;
+  snprintf(what, sizeof what, "%s %s %zu B", kLibKey[lib], kBenchCollTitle[s->coll], s->bytes);
+  *wrong = benchCheckOutputs(R, s, T, what);
+  return kBenchDone;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Output                                                                    */
 
+/* A mode's time, algbw and busbw; a library's modes then its #wrong. */
+static const int kModeWidth = 3 + 9 + 8 + 7;
+static const int kLibWidth = kModes * kModeWidth + 7;
+
+/* The rule over a library's columns, its name in the middle: as wide as its
+ * mode columns less 10, 3 columns in (44 dashes and name for two modes). */
+static void printLibRule(const char* name) {
+  char rule[256];
+  static_assert(kModes * kModeWidth < (int)sizeof rule - 16, "the rule fits its buffer");
+  int span = kModes * kModeWidth - 10, len = (int)strlen(name) + 2;
+  int left = (span - len) / 2, right = span - len - left;
+  int k = snprintf(rule, sizeof rule, "   ");
+  memset(rule + k, '-', left);
+  k += left;
+  k += snprintf(rule + k, sizeof rule - k, " %s ", name);
+  memset(rule + k, '-', right);
+  rule[k + right] = '\0';
+  printf(" %-*s", kLibWidth, rule);
+}
+
 static void printTableHeader(const Bench* B, int coll) {
-  printf("\n# %s, %d ranks, %s%s%s; time per call (us), the slowest rank's\n", kCollTitle[coll],
-         B->n, kDtypeName[B->opt.dtype], reduces(coll) ? " " : "",
-         reduces(coll) ? kOpName[B->opt.op] : "");
-  printf("#%32s %-61s %-61s %s\n", "", "   ------------------ purlin ------------------",
-         "   ------------------- NCCL -------------------", "NCCL/purlin");
+  printf("\n# %s, %d ranks, %s%s%s; time per call (us), the slowest rank's\n",
+         kBenchCollTitle[coll], B->ranks.n, kBenchDtypeName[B->opt.dtype],
+         benchReduces(coll) ? " " : "", benchReduces(coll) ? kBenchOpName[B->opt.op] : "");
   printf("#%32s", "");
-  for (int l = 0; l < kLibs; ++l) printf(" %-26s %-26s %6s", "   eager", "   graph", "");
-  printf("\n#%11s %12s %6s", "size", "count", "type");
+  for (int l = 0; l < kLibs; ++l) printLibRule(kLibTitle[l]);
+  printf(" %s\n", "NCCL/purlin");
+  printf("#%32s", "");
   for (int l = 0; l < kLibs; ++l) {
-    for (int m = 0; m < kModes; ++m) printf(" %9s %8s %7s", "time", "algbw", "busbw");
+    for (int m = 0; m < kModes; ++m) {
+      char title[32];
+      snprintf(title, sizeof title, "   %s", kBenchMode[kModeOf[m]].key);
+      printf(" %-*s", kModeWidth - 1, title);
+    }
+    printf(" %6s", "");
+  }
+  printf("\n");
+  benchPrintLeadTitles(&kFormat, "size", "count", "type", NULL);
+  for (int l = 0; l < kLibs; ++l) {
+    for (int m = 0; m < kModes; ++m) benchPrintTimeTitles(&kFormat);
     printf(" %6s", "#wrong");
   }
-  printf(" %6s %6s\n#%11s %12s %6s", "eager", "graph", "(B)", "(elements)", "");
+  for (int m = 0; m < kModes; ++m) printf(" %6s", kBenchMode[kModeOf[m]].key);
+  printf("\n");
+  benchPrintLeadTitles(&kFormat, "(B)", "(elements)", "", NULL);
   for (int l = 0; l < kLibs; ++l) {
-    for (int m = 0; m < kModes; ++m) printf(" %9s %8s %7s", "(us)", "(GB/s)", "(GB/s)");
+    for (int m = 0; m < kModes; ++m) benchPrintTimeUnits(&kFormat);
     printf(" %6s", "");
   }
   printf("\n");
 }
 
 static void printRow(const Bench* B, const Row* w) {
-  printf("%12zu %12zu %6s", w->bytes, w->count, kDtypeName[B->opt.dtype]);
+  benchPrintLead(&kFormat, w->bytes, w->count, kBenchDtypeName[B->opt.dtype], NULL);
   for (int l = 0; l < kLibs; ++l) {
     for (int m = 0; m < kModes; ++m) {
       const Cell* c = &w->cell[l][m];
-      if (c->state == kDone) {
-        double algbw = w->bytes / c->us / 1e3;
-        printf(" %9.2f %8.2f %7.2f", c->us, algbw, algbw * busFactor(w->coll, B->n));
-      } else {
-        const char* t = c->state == kFailed ? "FAIL" : "-";
-        printf(" %9s %8s %7s", t, t, t);
-      }
+      if (c->state == kBenchDone)
+        benchPrintTime(&kFormat, c->us, w->bytes, benchBusFactor(w->coll, B->ranks.n));
+      else
+        benchPrintTimeMark(&kFormat, c->state == kBenchFailed ? "FAIL" : "-");
     }
-    if (w->checked[l] == kDone)
+    if (w->checked[l] == kBenchDone)
       printf(" %6zu", w->wrong[l]);
     else
-      printf(" %6s", w->checked[l] == kFailed ? "FAIL" : "-");
+      printf(" %6s", w->checked[l] == kBenchFailed ? "FAIL" : "-");
   }
-  for (int m = 0; m < kModes; ++m)
-    if (w->ratio[m] > 0)
-      printf(" %6.2f", w->ratio[m]);
-    else
-      printf(" %6s", "-");
+  for (int m = 0; m < kModes; ++m) benchPrintRatio(w->ratio[m] > 0 ? w->ratio[m] : -1, 6, " %*.2f");
   printf("\n");
   fflush(stdout);
 }
@@ -832,46 +550,16 @@ static void summarizeColl(const std::vector<Row>& rows, int coll, CollSummary* s
   if (s->small > 0) s->geomeanSmall = exp(logSum / s->small);
 }
 
-static void printTarget(const char* what, double v, double target, size_t at) {
-  if (v < 0) {
-    printf("#   %-52s n/a\n", what);
-    return;
-  }
-  printf("#   %-52s %6.2f", what, v);
-  if (at > 0) printf(" at %zu B", at);
-  printf(" (target >= %.2f%s)\n", target, v >= target ? "" : ", MISSED");
-}
-
 static void printCollSummary(int coll, const CollSummary* s) {
   char what[96];
-  snprintf(what, sizeof what, "%s graph NCCL/purlin geomean <= 1 MiB", kCollTitle[coll]);
-  printTarget(what, s->geomeanSmall, kTargetGeomean, 0);
-  snprintf(what, sizeof what, "%s graph NCCL/purlin worst <= 1 MiB", kCollTitle[coll]);
-  printTarget(what, s->worstSmall, kTargetWorst, s->worstSmallBytes);
-  if (coll != kAllReduce) {
-    snprintf(what, sizeof what, "%s graph NCCL/purlin worst >= 64 MiB", kCollTitle[coll]);
-    printTarget(what, s->worstLarge, kTargetWorst, s->worstLargeBytes);
+  snprintf(what, sizeof what, "%s graph NCCL/purlin geomean <= 1 MiB", kBenchCollTitle[coll]);
+  benchPrintTarget(52, what, s->geomeanSmall, kTargetGeomean, false, 0);
+  snprintf(what, sizeof what, "%s graph NCCL/purlin worst <= 1 MiB", kBenchCollTitle[coll]);
+  benchPrintTarget(52, what, s->worstSmall, kTargetWorst, false, s->worstSmallBytes);
+  if (coll != kBenchAllReduce) {
+    snprintf(what, sizeof what, "%s graph NCCL/purlin worst >= 64 MiB", kBenchCollTitle[coll]);
+    benchPrintTarget(52, what, s->worstLarge, kTargetWorst, false, s->worstLargeBytes);
   }
-}
-
-static void jsonString(FILE* f, const char* s) {
-  fputc('"', f);
-  for (; *s; ++s) {
-    if (*s == '"' || *s == '\\')
-      fprintf(f, "\\%c", *s);
-    else if ((unsigned char)*s < 0x20)
-      fprintf(f, "\\u%04x", (unsigned char)*s);
-    else
-      fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
-static void jsonNumber(FILE* f, const char* key, double v, const char* sep) {
-  if (v < 0 || !isfinite(v))
-    fprintf(f, "\"%s\": null%s", key, sep);
-  else
-    fprintf(f, "\"%s\": %.6g%s", key, v, sep);
 }
 
 /* The first line of the kernel driver's version file, or "". */
@@ -886,14 +574,13 @@ static void nvidiaDriverLine(char* buf, size_t size) {
 
 static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
                       const std::vector<Row>& rows, size_t wrong, int failures) {
+  const BenchRanks* R = &B->ranks;
   FILE* f = fopen(path, "w");
   if (f == NULL) {
     fprintf(stderr, "nccl_compare: cannot write %s: %s\n", path, strerror(errno));
     return false;
   }
-  int driver = 0, runtime = 0, pv = 0;
-  GPU_CUDA_OK(cudaDriverGetVersion(&driver));
-  GPU_CUDA_OK(cudaRuntimeGetVersion(&runtime));
+  int pv = 0;
   GPU_PURLIN_OK(purlinGetVersion(&pv));
   char line[256], ncclVersion[32];
   nvidiaDriverLine(line, sizeof line);
@@ -903,65 +590,61 @@ static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
     cudaDeviceProp prop;
     GPU_CUDA_OK(cudaGetDeviceProperties(&prop, d));
     fprintf(f, "%s", d ? ", " : "");
-    jsonString(f, prop.name);
+    benchJsonString(f, prop.name);
   }
   fprintf(f, "], \"nvidia_driver\": ");
-  jsonString(f, line);
-  fprintf(f,
-          ", \"cuda_driver\": \"%d.%d\", \"cuda_runtime\": \"%d.%d\", \"purlin_version\": "
-          "\"%d.%d.%d\", \"nccl_version\": ",
-          driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, pv / 10000,
+  benchJsonString(f, line);
+  fprintf(f, ", ");
+  benchJsonCudaVersions(f);
+  fprintf(f, ", \"purlin_version\": \"%d.%d.%d\", \"nccl_version\": ", pv / 10000,
           pv % 10000 / 100, pv % 100);
   if (B->ncclLoaded) {
-    jsonString(f, ncclVersion);
+    benchJsonString(f, ncclVersion);
     fprintf(f, ", \"nccl_library\": ");
-    jsonString(f, B->nccl.path.c_str());
+    benchJsonString(f, B->nccl.path.c_str());
   } else {
     fprintf(f, "null, \"nccl_library\": null");
   }
   fprintf(f, ", \"nccl_note\": ");
-  jsonString(f, ncclNote);
-  fprintf(f, ", \"nranks\": %d, \"devices\": [", B->n);
-  for (int r = 0; r < B->n; ++r) fprintf(f, "%s%d", r ? ", " : "", B->devices[r]);
+  benchJsonString(f, ncclNote);
+  fprintf(f, ", \"nranks\": %d, \"devices\": [", R->n);
+  for (int r = 0; r < R->n; ++r) fprintf(f, "%s%d", r ? ", " : "", R->devices[r]);
   fprintf(f, "]},\n \"dtype\": \"%s\", \"op\": \"%s\", \"iters\": %d, \"ctas\": %d,\n",
-          kDtypeName[B->opt.dtype], kOpName[B->opt.op], B->opt.iters, B->opt.ctas);
+          kBenchDtypeName[B->opt.dtype], kBenchOpName[B->opt.op], B->opt.iters, B->knobs.ctas);
   fprintf(f, " \"summary\": {");
   for (int c = 0; c < kColls; ++c) {
     CollSummary s;
     summarizeColl(rows, c, &s);
-    fprintf(f, "\"%s\": {", kCollKey[c]);
-    jsonNumber(f, "graph_ratio_geomean_le_1MiB", s.geomeanSmall, ", ");
-    jsonNumber(f, "graph_ratio_worst_le_1MiB", s.worstSmall, ", ");
-    jsonNumber(f, "graph_ratio_worst_ge_64MiB", s.worstLarge, "}, ");
+    fprintf(f, "\"%s\": {", kBenchCollKey[c]);
+    benchJsonNumber(f, "graph_ratio_geomean_le_1MiB", s.geomeanSmall, ", ");
+    benchJsonNumber(f, "graph_ratio_worst_le_1MiB", s.worstSmall, ", ");
+    benchJsonNumber(f, "graph_ratio_worst_ge_64MiB", s.worstLarge, "}, ");
   }
   fprintf(f, "\"wrong\": %zu, \"failures\": %d},\n \"rows\": [", wrong, failures);
-  static const char* const state[] = {"not_run", "ok", "failed"};
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
-    fprintf(f,
-            "%s\n  {\"collective\": \"%s\", \"size\": %zu, \"count\": %zu, \"type\": \"%s\", "
-            "\"redop\": \"%s\"",
-            i ? "," : "", kCollKey[w.coll], w.bytes, w.count, kDtypeName[B->opt.dtype],
-            reduces(w.coll) ? kOpName[B->opt.op] : "none");
+    benchJsonRowLead(f, i == 0, w.coll, w.bytes, w.count, B->opt.dtype, B->opt.op);
     for (int l = 0; l < kLibs; ++l) {
-      fprintf(f, ", \"%s\": {\"check\": \"%s\", \"wrong\": %zu", kLibKey[l], state[w.checked[l]],
-              w.wrong[l]);
+      fprintf(f, ", \"%s\": {\"check\": \"%s\", \"wrong\": %zu", kLibKey[l],
+              kBenchStateKey[w.checked[l]], w.wrong[l]);
       for (int m = 0; m < kModes; ++m) {
         const Cell* c = &w.cell[l][m];
-        fprintf(f, ", \"%s\": {\"status\": \"%s\"", kModeKey[m], state[c->state]);
-        if (c->state == kDone) {
-          double algbw = w.bytes / c->us / 1e3;
-          fprintf(f, ", \"time_us\": %.6g, \"algbw_GBps\": %.6g, \"busbw_GBps\": %.6g, "
-                     "\"steps\": %d",
-                  c->us, algbw, algbw * busFactor(w.coll, B->n), c->steps);
+        fprintf(f, ", \"%s\": {\"status\": \"%s\"", kBenchMode[kModeOf[m]].key,
+                kBenchStateKey[c->state]);
+        if (c->state == kBenchDone) {
+          benchJsonTime(f, c->us, w.bytes, benchBusFactor(w.coll, R->n));
+          fprintf(f, ", \"steps\": %d", c->steps);
         }
         fprintf(f, "}");
       }
       fprintf(f, "}");
     }
     fprintf(f, ", ");
-    jsonNumber(f, "nccl_over_purlin_eager", w.ratio[kEager], ", ");
-    jsonNumber(f, "nccl_over_purlin_graph", w.ratio[kGraph], "}");
+    for (int m = 0; m < kModes; ++m) {
+      char key[64];
+      snprintf(key, sizeof key, "nccl_over_purlin_%s", kBenchMode[kModeOf[m]].key);
+      benchJsonNumber(f, key, w.ratio[m], m + 1 < kModes ? ", " : "}");
+    }
   }
   fprintf(f, "\n ]\n}\n");
   bool ok = fclose(f) == 0;
@@ -978,8 +661,9 @@ static bool ncclOk(const Bench* B, ncclResult_t res, const char* what) {
 }
 
 static void teardown(Bench* B) {
-  for (int r = 0; r < B->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
+  BenchRanks* R = &B->ranks;
+  for (int r = 0; r < R->n; ++r) {
+    GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
     GPU_CUDA_OK(cudaDeviceSynchronize());
   }
   for (int r = B->ncclCommsMade - 1; r >= 0; --r)
@@ -987,17 +671,8 @@ static void teardown(Bench* B) {
   B->ncclCommsMade = 0;
   for (int r = B->purlinComms - 1; r >= 0; --r) GPU_PURLIN_OK(purlinCommDestroy(B->comms[r]));
   B->purlinComms = 0;
-  for (int r = B->n - 1; r >= 0; --r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    if (B->table[r] != NULL) GPU_CUDA_OK(cudaFree(B->table[r]));
-    if (B->recv[r] != NULL) GPU_CUDA_OK(cudaFree(B->recv[r]));
-    if (B->send[r] != NULL) GPU_CUDA_OK(cudaFree(B->send[r]));
-    if (B->stop[r] != NULL) GPU_CUDA_OK(cudaEventDestroy(B->stop[r]));
-    if (B->start[r] != NULL) GPU_CUDA_OK(cudaEventDestroy(B->start[r]));
-    if (B->streams[r] != NULL) GPU_CUDA_OK(cudaStreamDestroy(B->streams[r]));
-  }
-  if (B->stage != NULL) GPU_CUDA_OK(cudaFreeHost(B->stage));
-  B->stage = NULL;
+  for (int r = R->n - 1; r >= 0; --r) benchFreeRank(R, r);
+  benchFreeShared(R);
   /* ncclLoaded and the version stay set for the JSON written after. */
   if (B->nccl.handle != NULL) dlclose(B->nccl.handle);
   B->nccl.handle = NULL;
@@ -1008,14 +683,17 @@ int main(int argc, char** argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   static Bench bench;
   Bench* B = &bench;
-  int parsed = parseOptions(argc, argv, &B->opt);
+  BenchRanks* R = &B->ranks;
+  const BenchCli cli = {"nccl_compare", usage, kColls, kDtypeSpellings,
+                        sizeof kDtypeSpellings / sizeof kDtypeSpellings[0], true, knobOption,
+                        &B->knobs};
+  int parsed = benchParseArgs(&cli, argc, argv, &B->opt);
   if (parsed != 0) return parsed == 1 ? 0 : 2;
-  B->ndev = gpuTestDeviceCount("bench/nccl_compare");
+  B->ndev = benchDeviceCount("bench/nccl_compare");
   if (B->ndev == 0) return 0;
 
-  B->n = B->opt.ranks > 0 ? B->opt.ranks : std::min(B->ndev, (int)kMaxRanks);
-  for (int r = 0; r < B->n; ++r) B->devices[r] = r % B->ndev;
-  B->es = purlinDtypeBytes(B->opt.dtype);
+  int n = B->opt.ranks > 0 ? B->opt.ranks : std::min(B->ndev, (int)kBenchMaxRanks);
+  benchPlace(R, n, B->ndev, purlinDtypeBytes(B->opt.dtype));
 
   /* NCCL: loaded, and usable only with one rank per GPU. */
   char ncclNote[512] = "";
@@ -1025,92 +703,73 @@ int main(int argc, char** argv) {
     printf("# NCCL not loaded; purlin runs alone. Tried:\n");
     for (const std::string& t : tried) printf("#   %s\n", t.c_str());
     snprintf(ncclNote, sizeof ncclNote, "NCCL not loaded (%zu paths tried)", tried.size());
-  } else if (B->n > B->ndev) {
+  } else if (R->n > B->ndev) {
     snprintf(ncclNote, sizeof ncclNote,
-             "NCCL skipped: %d ranks on %d GPUs, and NCCL allows one rank per GPU", B->n,
+             "NCCL skipped: %d ranks on %d GPUs, and NCCL allows one rank per GPU", R->n,
              B->ndev);
     printf("# %s\n", ncclNote);
   }
 
   /* Every row, planned first so that buffers are allocated once. */
-  std::vector<Shape> shapes[kColls];
-  for (int c = 0; c < kColls; ++c) {
-    if (!B->opt.colls[c]) continue;
-    for (size_t t = B->opt.minBytes; t <= B->opt.maxBytes;) {
-      Shape s;
-      if (makeShape(c, t, B->n, B->es, &s) &&
-          (shapes[c].empty() || shapes[c].back().bytes != s.bytes)) {
-        shapes[c].push_back(s);
-        B->sendCap = std::max(B->sendCap, s.sendElems);
-        B->recvCap = std::max(B->recvCap, s.recvElems);
-      }
-      if (t > B->opt.maxBytes / B->opt.stepFactor) break;
-      t *= B->opt.stepFactor;
-    }
-  }
+  std::vector<BenchShape> shapes[kColls];
+  for (int c = 0; c < kColls; ++c)
+    if (B->opt.colls[c]) benchPlanSweep(R, &B->opt, c, &shapes[c]);
 
   purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
-  config.collectiveCtas = B->opt.ctas;
-  config.path = B->opt.path;
-  if (B->opt.lbuf != 0) config.latencyBufferBytes = B->opt.lbuf;
-  purlinResult_t pres = purlinCommInitAllConfig(B->comms, B->n, B->devices, &config);
+  config.collectiveCtas = B->knobs.ctas;
+  config.path = B->knobs.path;
+  if (B->knobs.lbuf != 0) config.latencyBufferBytes = B->knobs.lbuf;
+  purlinResult_t pres = purlinCommInitAllConfig(B->comms, R->n, R->devices, &config);
   if (pres != purlinSuccess) {
-    fprintf(stderr, "FAILED purlinCommInitAllConfig (%d ranks): %s\n  %s\n", B->n,
+    fprintf(stderr, "FAILED purlinCommInitAllConfig (%d ranks): %s\n  %s\n", R->n,
             purlinGetErrorName(pres), purlinGetLastError(NULL));
     teardown(B);
     return 1;
   }
-  B->purlinComms = B->n;
+  B->purlinComms = R->n;
   B->usable[kPurlin] = true;
   int failures = 0;
-  if (B->ncclLoaded && B->n <= B->ndev) {
-    if (ncclOk(B, B->nccl.CommInitAll(B->ncclComms, B->n, B->devices), "ncclCommInitAll")) {
-      B->ncclCommsMade = B->n;
+  if (B->ncclLoaded && R->n <= B->ndev) {
+    if (ncclOk(B, B->nccl.CommInitAll(B->ncclComms, R->n, R->devices), "ncclCommInitAll")) {
+      B->ncclCommsMade = R->n;
       B->usable[kNcclLib] = true;
     } else {
       ++failures;
       snprintf(ncclNote, sizeof ncclNote, "ncclCommInitAll failed");
     }
   }
-  for (int r = 0; r < B->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(B->devices[r]));
-    GPU_CUDA_OK(cudaStreamCreateWithFlags(&B->streams[r], cudaStreamNonBlocking));
-    GPU_CUDA_OK(cudaEventCreate(&B->start[r]));
-    GPU_CUDA_OK(cudaEventCreate(&B->stop[r]));
-    GPU_CUDA_OK(cudaMalloc((void**)&B->send[r], std::max<size_t>(B->sendCap * B->es, 16)));
-    GPU_CUDA_OK(cudaMalloc((void**)&B->recv[r], B->recvCap * B->es + kGuardBytes));
-    GPU_CUDA_OK(cudaMalloc((void**)&B->table[r], kPeriod * B->es));
-  }
-  GPU_CUDA_OK(cudaMallocHost((void**)&B->stage, kStageBytes));
+  for (int r = 0; r < R->n; ++r) benchSetupRank(R, r);
+  benchSetupShared(R);
 
   int pv = 0;
   GPU_PURLIN_OK(purlinGetVersion(&pv));
   char ncclVersion[32];
   ncclVersionString(B->ncclLoaded ? B->nccl.version : 0, ncclVersion, sizeof ncclVersion);
   cudaDeviceProp prop;
-  GPU_CUDA_OK(cudaGetDeviceProperties(&prop, B->devices[0]));
+  GPU_CUDA_OK(cudaGetDeviceProperties(&prop, R->devices[0]));
   printf("# bench/nccl_compare: %d ranks on %d x %s; %s, op %s; %zu B .. %zu B x%zu; %d reps\n",
-         B->n, B->ndev, prop.name, kDtypeName[B->opt.dtype], kOpName[B->opt.op], B->opt.minBytes,
-         B->opt.maxBytes, B->opt.stepFactor, B->opt.iters);
+         R->n, B->ndev, prop.name, kBenchDtypeName[B->opt.dtype], kBenchOpName[B->opt.op],
+         B->opt.minBytes, B->opt.maxBytes, B->opt.stepFactor, B->opt.iters);
   printf("# purlin %d.%d.%d; NCCL %s%s%s; NCCL_NVLS_ENABLE=0\n", pv / 10000, pv % 10000 / 100,
          pv % 100, B->ncclLoaded ? ncclVersion : "not loaded", B->ncclLoaded ? " from " : "",
          B->ncclLoaded ? B->nccl.path.c_str() : "");
-  if (B->opt.ctas > 0) printf("# purlin CTAs forced to %d (--ctas)\n", B->opt.ctas);
-  if (B->opt.path != purlinPathAuto)
+  if (B->knobs.ctas > 0) printf("# purlin CTAs forced to %d (--ctas)\n", B->knobs.ctas);
+  if (B->knobs.path != purlinPathAuto)
     printf("# purlin path forced to %s (--path)\n",
-           B->opt.path == purlinPathLatency ? "latency" : "throughput");
-  if (B->opt.lbuf != 0) printf("# purlin latency buffer %zu B per half (--lbuf)\n", B->opt.lbuf);
-  if (B->n == 1) printf("# one rank: a smoke test of both libraries, not a comparison\n");
+           B->knobs.path == purlinPathLatency ? "latency" : "throughput");
+  if (B->knobs.lbuf != 0)
+    printf("# purlin latency buffer %zu B per half (--lbuf)\n", B->knobs.lbuf);
+  if (R->n == 1) printf("# one rank: a smoke test of both libraries, not a comparison\n");
 
   std::vector<Row> rows;
-  static Tables tables;
+  static BenchTables tables;
   size_t totalWrong = 0;
   uint64_t seed = 0;
   for (int coll = 0; coll < kColls; ++coll) {
     if (shapes[coll].empty()) continue;
     printTableHeader(B, coll);
     double estimate[kLibs][kModes] = {};
-    for (const Shape& s : shapes[coll]) {
+    for (const BenchShape& s : shapes[coll]) {
       Row w;
       memset(&w, 0, sizeof w);
       w.coll = coll;
@@ -1120,25 +779,27 @@ int main(int argc, char** argv) {
         if (!B->usable[l]) continue;
         w.checked[l] = checkOnce(B, &s, l, ++seed, &tables, &w.wrong[l]);
         totalWrong += w.wrong[l];
-        for (int m = 0; m < kModes && w.checked[l] == kDone; ++m) {
+        for (int m = 0; m < kModes && w.checked[l] == kBenchDone; ++m) {
           Cell* c = &w.cell[l][m];
-          c->state = measure(B, &s, l, m, estimate[l][m], c) ? kDone : kFailed;
-          if (c->state == kDone) estimate[l][m] = c->us;
+          c->state = measure(B, &s, l, m, estimate[l][m], c) ? kBenchDone : kBenchFailed;
+          if (c->state == kBenchDone) estimate[l][m] = c->us;
           else break;
         }
         /* A failed call may leave a library's ranks out of step: it stops
          * for the rest of the run, the other goes on. */
-        if (w.checked[l] == kFailed || w.cell[l][kEager].state == kFailed ||
-            w.cell[l][kGraph].state == kFailed) {
+        bool failed = w.checked[l] == kBenchFailed;
+        for (int m = 0; m < kModes; ++m) failed = failed || w.cell[l][m].state == kBenchFailed;
+        if (failed) {
           ++failures;
           B->usable[l] = false;
-          syncRanks(B);
+          benchSyncRanks(R);
         }
       }
       for (int m = 0; m < kModes; ++m)
-        w.ratio[m] = w.cell[kPurlin][m].state == kDone && w.cell[kNcclLib][m].state == kDone
-                         ? w.cell[kNcclLib][m].us / w.cell[kPurlin][m].us
-                         : -1;
+        w.ratio[m] =
+            w.cell[kPurlin][m].state == kBenchDone && w.cell[kNcclLib][m].state == kBenchDone
+                ? w.cell[kNcclLib][m].us / w.cell[kPurlin][m].us
+                : -1;
       printRow(B, &w);
       rows.push_back(w);
     }
@@ -1149,8 +810,8 @@ int main(int argc, char** argv) {
 
   teardown(B);
 
-  printf("\n# ---- summary: %d ranks on %d x %s, %s, op %s; NCCL %s\n", B->n, B->ndev, prop.name,
-         kDtypeName[B->opt.dtype], kOpName[B->opt.op],
+  printf("\n# ---- summary: %d ranks on %d x %s, %s, op %s; NCCL %s\n", R->n, B->ndev, prop.name,
+         kBenchDtypeName[B->opt.dtype], kBenchOpName[B->opt.op],
          ncclNote[0] ? ncclNote : ncclVersion);
   printf("#   targets, graph mode, NCCL time / purlin time: every size <= 1 MiB >= %.2f, "
          "geomean <= 1 MiB >= %.2f, AllGather/ReduceScatter/AllToAll >= 64 MiB >= %.2f\n",
@@ -1161,12 +822,9 @@ int main(int argc, char** argv) {
     summarizeColl(rows, c, &cs);
     printCollSummary(c, &cs);
   }
-  if (B->opt.jsonPath != NULL && !writeJson(B->opt.jsonPath, B, ncclNote, rows, totalWrong, failures))
+  if (B->opt.jsonPath != NULL &&
+      !writeJson(B->opt.jsonPath, B, ncclNote, rows, totalWrong, failures))
     ++failures;
-  printf("#   %-52s %zu\n", "#wrong, all cells", totalWrong);
-  printf("#   %-52s %d\n", "failed calls", failures);
-  if (B->opt.jsonPath != NULL) printf("#   %-52s %s\n", "json", B->opt.jsonPath);
-  bool pass = totalWrong == 0 && failures == 0;
-  printf("# %s\n", pass ? "PASS" : "FAIL: wrong elements or failed calls (see above)");
+  bool pass = benchPrintVerdict(52, totalWrong, failures, B->opt.jsonPath);
   return pass ? 0 : 1;
 }
