@@ -80,10 +80,6 @@ struct purlinAtomHopperPipe {
 
 typedef purlinAtomHopperPipe<PURLIN_HOPPER_STAGES, PURLIN_HOPPER_STAGE_BYTES> purlinAtomHopperT;
 
-/* The Atom of the device API (purlin/device.cuh): needs no shared memory, so
- * user kernels launch it the same way on every GPU. */
-typedef purlinAtomGenericT purlinAtomDefault;
-
 /* Calls f.template run<AtomT>() for the Atom type of `kind`; false for
  * values outside the enum. The host picks `kind` (purlinAtomSupported,
  * atoms/policy.h); kernels are instantiated for every Atom. */
@@ -95,30 +91,6 @@ __host__ bool purlinDispatchAtom(purlinAtomKind_t kind, F& f) {
     case purlinAtomHopper: f.template run<purlinAtomHopperT>(); return true;
     default: return false;
   }
-}
-
-/* The boundary parts are split on. 1 KiB keeps every part's start aligned
- * to whole cache lines (when the buffer's is), which the bulk copies need to
- * run at full speed: bench/atoms at aeb8187 split 1 GiB over 132 CTAs on
- * 16-byte boundaries and the Hopper Atom copied at 1707 GB/s, against 1918
- * with 1 MiB-aligned chunks; over 64 CTAs (16 MiB parts) at 1719. */
-#define PURLIN_ATOM_SLICE_ALIGN 1024
-
-/* Splits `count` elements of `elemBytes` (a power of two <= 16) among
- * `nparts` parts on PURLIN_ATOM_SLICE_ALIGN boundaries and returns part
- * `part`'s range [*begin, *begin + *n). Parts past the end get n = 0. */
-static __host__ __device__ __forceinline__ void purlinAtomSlice(size_t count, size_t elemBytes,
-                                                                int part, int nparts,
-                                                                size_t* begin, size_t* n) {
-  size_t perChunk = PURLIN_ATOM_SLICE_ALIGN / elemBytes;
-  size_t chunks = (count + perChunk - 1) / perChunk;
-  size_t chunksPerPart = (chunks + nparts - 1) / nparts;
-  size_t b = (size_t)part * chunksPerPart * perChunk;
-  size_t e = b + chunksPerPart * perChunk;
-  if (b > count) b = count;
-  if (e > count) e = count;
-  *begin = b;
-  *n = e - b;
 }
 
 #endif /* PURLIN_ATOMS_ATOMS_CUH_ */

@@ -47,12 +47,6 @@ typedef enum purlinCollective_t {
   purlinNumCollectives = 7
 } purlinCollective_t;
 
-typedef enum purlinLayoutKind_t {
-  purlinLayoutPacked = 0,     /* one block: this rank's own */
-  purlinLayoutScattered = 1,  /* nranks blocks, block j belongs to rank j */
-  purlinLayoutTransposed = 2  /* nranks blocks, block j came from rank j */
-} purlinLayoutKind_t;
-
 /* Owner chunks of an AllReduce start on this many bytes, so that every
  * rank's part of the vector path stays 16-byte aligned. */
 #define PURLIN_LAYOUT_CHUNK_ALIGN 16
@@ -88,21 +82,6 @@ PURLIN_SNAC_HD int purlinCollIsV(purlinCollective_t coll) {
 PURLIN_SNAC_HD int purlinCollReduces(purlinCollective_t coll) {
   return coll == purlinCollAllReduce || coll == purlinCollReduceScatter ||
          coll == purlinCollReduceScatterV;
-}
-
-PURLIN_SNAC_HD purlinLayoutKind_t purlinLayoutInputKind(purlinCollective_t coll) {
-  return coll == purlinCollAllGather || coll == purlinCollAllGatherV ? purlinLayoutPacked
-                                                                      : purlinLayoutScattered;
-}
-
-PURLIN_SNAC_HD purlinLayoutKind_t purlinLayoutOutputKind(purlinCollective_t coll) {
-  switch (coll) {
-    case purlinCollReduceScatter:
-    case purlinCollReduceScatterV: return purlinLayoutPacked;
-    case purlinCollAllToAll:
-    case purlinCollAllToAllV: return purlinLayoutTransposed;
-    default: return purlinLayoutScattered;
-  }
 }
 
 /* Rank r's block size in the per-rank V forms (AllGatherV, ReduceScatterV),
@@ -282,10 +261,8 @@ PURLIN_SNAC_HD void purlinChunkRange(uint64_t bytes, uint64_t slotBytes, uint64_
 /* Epochs count a communicator's collectives from 1 (flag words start at 0,
  * which no epoch equals). The staging half a collective uses is its epoch's
  * parity, so consecutive collectives never share a half; a flag carries the
- * epoch that wrote it, so a wait for epoch e is satisfied only by e. */
-PURLIN_SNAC_HD int purlinEpochHalf(uint64_t epoch) { return (int)(epoch & 1u); }
-
-PURLIN_SNAC_HD int purlinEpochSatisfies(uint64_t flag, uint64_t epoch) { return flag == epoch; }
+ * epoch that wrote it, and waits accept a flag at or past the one they wait
+ * for (flags only grow). snac/epoch.cuh keeps the count on the device. */
 
 #ifdef __cplusplus
 }

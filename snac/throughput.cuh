@@ -24,7 +24,7 @@
 #include "snac/wait.cuh"
 
 /* What one peer announced in its header. */
-struct TPPeer {
+struct ThroughputPeer {
   const char* send;
   char* recv;
   int direct;
@@ -33,7 +33,7 @@ struct TPPeer {
 /* The routine's shared memory, given by the caller (about 9 KiB). */
 struct SnacThroughputSmem {
   uint64_t counts[PURLIN_THROUGHPUT_MAX_COUNTS];
-  TPPeer peer[PURLIN_DEV_MAX_RANKS];
+  ThroughputPeer peer[PURLIN_DEV_MAX_RANKS];
   purlinBlock_t in[PURLIN_DEV_MAX_RANKS]; /* block(s -> me) */
   purlinBlock_t out[PURLIN_DEV_MAX_RANKS]; /* block(me -> d) */
   unsigned long long maxCount;
@@ -41,19 +41,19 @@ struct SnacThroughputSmem {
   int anyStaged;
 };
 
-static __device__ __forceinline__ uint64_t tpTag(uint64_t epoch, uint64_t round) {
+static __device__ __forceinline__ uint64_t throughputTag(uint64_t epoch, uint64_t round) {
   return (epoch << 32) | (round + 1);
 }
 
 /* The flag words of rank `owner`'s control region, as mapped here. */
-static __device__ __forceinline__ purlinControl_t* tpControl(const purlinDevComm_t* dc, int owner) {
+static __device__ __forceinline__ purlinControl_t* throughputControl(const purlinDevComm_t* dc, int owner) {
   return (purlinControl_t*)dc->peerHeap[owner];
 }
 
 /* CTA `cta`'s slice of a block, and its window `r` of `window` bytes (all
  * of it when window is 0): element range [*begin, *begin + *n) of the
  * block. */
-static __device__ __forceinline__ void tpWindow(uint64_t count, uint64_t eb, int cta, int ctas,
+static __device__ __forceinline__ void throughputWindow(uint64_t count, uint64_t eb, int cta, int ctas,
                                                 uint64_t window, uint64_t r, uint64_t* begin,
                                                 uint64_t* n) {
   size_t b, len;
@@ -73,7 +73,7 @@ static __device__ __forceinline__ void tpWindow(uint64_t count, uint64_t eb, int
  * peers overlap; the pipelined Atoms pay a pipeline fill and a drain per
  * call (runtime/plan.c cites the measurement). */
 template <typename A>
-static __device__ __forceinline__ void tpCopy(const SnacTeam& t, void* dst, const void* src,
+static __device__ __forceinline__ void throughputCopy(const SnacTeam& t, void* dst, const void* src,
                                               uint64_t bytes, bool small, void* smem) {
   if (bytes == 0) return;
   if (small) {
@@ -162,7 +162,7 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
     snacPacketStore(r, st.descriptor, flag);
   }
   if (tid < n) {
-    TPPeer pe;
+    ThroughputPeer pe;
     if (tid == me) {
       pe.send = (const char*)a.sendbuff;
       pe.recv = (char*)a.recvbuff;
@@ -207,7 +207,7 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
   const int parts = isAG ? 1 : (isAR ? n + 1 : n);
   const uint64_t half = epoch & 1u;
   /* Part `part` of slot `slot` of CTA b in rank `owner`'s staging. */
-#define TP_STAGE(owner, slot, part)                                                         \
+#define STAGE_AT(owner, slot, part)                                                         \
   ((char*)dc->peerHeap[owner] + dc->throughputOffset + half * dc->throughputBytes +        \
    (((uint64_t)b * PURLIN_THROUGHPUT_SLOTS + (slot)) * parts + (part)) * W)
 
@@ -218,10 +218,10 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
    * output (nothing to do in place). */
   if (!REDUCE && !isAR) {
     uint64_t o0, on;
-    tpWindow(sh.in[me].count, eb, b, C, 0, 0, &o0, &on);
+    throughputWindow(sh.in[me].count, eb, b, C, 0, 0, &o0, &on);
     const char* src = send + (sh.in[me].srcOffset + o0) * eb;
     char* dst = recv + (sh.in[me].dstOffset + o0) * eb;
-    if (src != dst) tpCopy<A>(t, dst, src, on * eb, on * eb < a.smallBytes, atomSmem);
+    if (src != dst) throughputCopy<A>(t, dst, src, on * eb, on * eb < a.smallBytes, atomSmem);
   }
 
   for (uint64_t r = 0; r < rounds && !st.failed; ++r) {
@@ -230,20 +230,20 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
      * round's windows into it, raise READY at every peer. */
     if (!a.direct) {
       if (r >= PURLIN_THROUGHPUT_SLOTS && tid < n && tid != me)
-        snacWaitFlag(&st, &tpControl(dc, me)->consumed[tid][b],
-                     tpTag(epoch, r - PURLIN_THROUGHPUT_SLOTS), tid);
+        snacWaitFlag(&st, &throughputControl(dc, me)->consumed[tid][b],
+                     throughputTag(epoch, r - PURLIN_THROUGHPUT_SLOTS), tid);
       if (snacTeamSyncOr(t, st.failed)) break;
       if (isAG) {
         uint64_t w0, wn;
-        tpWindow(sh.out[me].count, eb, b, C, W, r, &w0, &wn);
-        tpCopy<A>(t, TP_STAGE(me, slot, 0), send + (sh.out[me].srcOffset + w0) * eb, wn * eb,
+        throughputWindow(sh.out[me].count, eb, b, C, W, r, &w0, &wn);
+        throughputCopy<A>(t, STAGE_AT(me, slot, 0), send + (sh.out[me].srcOffset + w0) * eb, wn * eb,
                   wn * eb < a.smallBytes, atomSmem);
       } else {
         for (int d = 0; d < n; ++d) {
           if (d == me) continue;
           uint64_t w0, wn;
-          tpWindow(sh.out[d].count, eb, b, C, W, r, &w0, &wn);
-          tpCopy<A>(t, TP_STAGE(me, slot, d), send + (sh.out[d].srcOffset + w0) * eb, wn * eb,
+          throughputWindow(sh.out[d].count, eb, b, C, W, r, &w0, &wn);
+          throughputCopy<A>(t, STAGE_AT(me, slot, d), send + (sh.out[d].srcOffset + w0) * eb, wn * eb,
                     wn * eb < a.smallBytes, atomSmem);
         }
       }
@@ -251,12 +251,12 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
       __threadfence_system();
       snacTeamSync(t);
       if (tid < n && tid != me)
-        snacSetFlag(&tpControl(dc, tid)->ready[me][b], tpTag(epoch, r));
+        snacSetFlag(&throughputControl(dc, tid)->ready[me][b], throughputTag(epoch, r));
     }
 
     /* Consume: wait for the staged peers' READY. */
     if (tid < n && tid != me && !sh.peer[tid].direct)
-      snacWaitFlag(&st, &tpControl(dc, me)->ready[tid][b], tpTag(epoch, r),
+      snacWaitFlag(&st, &throughputControl(dc, me)->ready[tid][b], throughputTag(epoch, r),
                    tid);
     if (snacTeamSyncOr(t, st.failed)) break;
 
@@ -266,18 +266,18 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
       const void* srcs[PURLIN_DEV_MAX_RANKS];
       void* dsts[2];
       uint64_t w0, wn;
-      tpWindow(sh.in[me].count, eb, b, C, W, r, &w0, &wn);
+      throughputWindow(sh.in[me].count, eb, b, C, W, r, &w0, &wn);
       for (int s = 0; s < n; ++s) {
         /* This rank's block (owner chunk) sits at the same offset of every
          * rank's input. */
         if (s == me || sh.peer[s].direct)
           srcs[s] = (s == me ? send : sh.peer[s].send) + (sh.in[me].srcOffset + w0) * eb;
         else
-          srcs[s] = TP_STAGE(s, slot, me);
+          srcs[s] = STAGE_AT(s, slot, me);
       }
       int ndst = 0;
       dsts[ndst++] = recv + (sh.in[me].dstOffset + w0) * eb;
-      if (isAR && !a.direct) dsts[ndst++] = TP_STAGE(me, slot, n);
+      if (isAR && !a.direct) dsts[ndst++] = STAGE_AT(me, slot, n);
       if (wn * eb < a.smallBytes)
         purlinAtomGenericT::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, t.bar,
                                                   atomSmem);
@@ -292,45 +292,45 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
         else __threadfence_system();
         snacTeamSync(t);
         if (tid < n && tid != me)
-          snacSetFlag(&tpControl(dc, tid)->reduced[me][b], tpTag(epoch, r));
+          snacSetFlag(&throughputControl(dc, tid)->reduced[me][b], throughputTag(epoch, r));
         if (tid < n && tid != me)
-          snacWaitFlag(&st, &tpControl(dc, me)->reduced[tid][b],
-                       tpTag(epoch, r), tid);
+          snacWaitFlag(&st, &throughputControl(dc, me)->reduced[tid][b],
+                       throughputTag(epoch, r), tid);
         if (snacTeamSyncOr(t, st.failed)) break;
         uint64_t m0, mn;
-        tpWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
+        throughputWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
         const bool small = mn * eb < a.smallBytes;
         for (int k = 1; k < n; ++k) {
           int s = (me + k) % n;
           uint64_t c0, cn;
-          tpWindow(sh.in[s].count, eb, b, C, W, r, &c0, &cn);
+          throughputWindow(sh.in[s].count, eb, b, C, W, r, &c0, &cn);
           const char* src = sh.peer[s].direct ? sh.peer[s].recv + (sh.in[s].dstOffset + c0) * eb
-                                              : TP_STAGE(s, slot, n);
-          tpCopy<A>(t, recv + (sh.in[s].dstOffset + c0) * eb, src, cn * eb, small, atomSmem);
+                                              : STAGE_AT(s, slot, n);
+          throughputCopy<A>(t, recv + (sh.in[s].dstOffset + c0) * eb, src, cn * eb, small, atomSmem);
         }
       }
     } else {
       /* One choice for every peer of the round, so that the CTA stays in
        * step (the pipelined Atoms synchronise the CTA). */
       uint64_t m0, mn;
-      tpWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
+      throughputWindow(sh.maxCount, eb, 0, C, W, 0, &m0, &mn);
       const bool small = mn * eb < a.smallBytes;
       for (int k = 1; k < n; ++k) {
         int s = (me + n - k) % n;
         uint64_t w0, wn;
-        tpWindow(sh.in[s].count, eb, b, C, W, r, &w0, &wn);
+        throughputWindow(sh.in[s].count, eb, b, C, W, r, &w0, &wn);
         const char* src = sh.peer[s].direct ? sh.peer[s].send + (sh.in[s].srcOffset + w0) * eb
-                                            : TP_STAGE(s, slot, isAG ? 0 : me);
-        tpCopy<A>(t, recv + (sh.in[s].dstOffset + w0) * eb, src, wn * eb, small, atomSmem);
+                                            : STAGE_AT(s, slot, isAG ? 0 : me);
+        throughputCopy<A>(t, recv + (sh.in[s].dstOffset + w0) * eb, src, wn * eb, small, atomSmem);
       }
     }
 
     /* Release: this round's slots of the staged peers are read. */
     snacTeamSync(t);
     if (tid < n && tid != me && !sh.peer[tid].direct)
-      snacSetFlag(&tpControl(dc, tid)->consumed[me][b], tpTag(epoch, r));
+      snacSetFlag(&throughputControl(dc, tid)->consumed[me][b], throughputTag(epoch, r));
   }
-#undef TP_STAGE
+#undef STAGE_AT
 
   /* Direct ranks keep their buffers until every peer has read them: tell
    * each direct peer this CTA is done with it, wait for the peers that read
@@ -338,9 +338,9 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
   snacTeamSync(t);
   if (!st.failed) {
     if (tid < n && tid != me && sh.peer[tid].direct)
-      snacSetFlag(&tpControl(dc, tid)->done[me][b], tpTag(epoch, 0));
+      snacSetFlag(&throughputControl(dc, tid)->done[me][b], throughputTag(epoch, 0));
     if (a.direct && tid < n && tid != me)
-      snacWaitFlag(&st, &tpControl(dc, me)->done[tid][b], tpTag(epoch, 0), tid);
+      snacWaitFlag(&st, &throughputControl(dc, me)->done[tid][b], throughputTag(epoch, 0), tid);
   }
 }
 

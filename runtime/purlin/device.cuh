@@ -14,6 +14,11 @@
  *   }
  *   myCopy<<<ctas, PURLIN_DEV_ATOM_THREADS, PURLIN_DEV_ATOM_SMEM_BYTES>>>(d, s, bytes);
  *
+ * This header declares the API; its definitions (purlin/device_impl.cuh,
+ * included at the end, as NCCL's nccl_device.h does) pull in the generic
+ * Atom alone -- none of the other Atoms' internals reach your translation
+ * unit.
+ *
  * Alignment: 16-byte aligned pointers take the vector path; any other
  * alignment is handled, by a slower scalar path. Ordering: when every thread
  * of the team has returned, the team's stores are performed; synchronise the
@@ -22,7 +27,8 @@
 #ifndef PURLIN_DEVICE_CUH_
 #define PURLIN_DEVICE_CUH_
 
-#include "atoms/atoms.cuh"
+#include <stddef.h>
+
 #include "runtime/purlin.h"
 
 /* Launch configuration for kernels that call the Atom with a whole CTA. */
@@ -33,37 +39,29 @@
  * boundaries (whole cache lines); part `part` gets [*begin, *begin + *n). */
 static __host__ __device__ __forceinline__ void purlinDevSlice(size_t count, size_t elemBytes,
                                                                int part, int nparts,
-                                                               size_t* begin, size_t* n) {
-  purlinAtomSlice(count, elemBytes, part, nparts, begin, n);
-}
+                                                               size_t* begin, size_t* n);
 
-/* Copies `bytes` from src to dst with the calling team. */
+/* Copies `bytes` from src to dst with the calling team: threads
+ * tid = 0..nthreads-1 of one CTA, whole warps. */
 static __device__ __forceinline__ void purlinDevCopyTeam(void* dst, const void* src, size_t bytes,
-                                                         int tid, int nthreads) {
-  purlinAtomDefault::copy(dst, src, bytes, tid, nthreads, 0, NULL);
-}
+                                                         int tid, int nthreads);
 
 /* Copies `bytes` from src to dst with the whole CTA. */
-static __device__ __forceinline__ void purlinDevCopy(void* dst, const void* src, size_t bytes) {
-  purlinDevCopyTeam(dst, src, bytes, threadIdx.x, blockDim.x);
-}
+static __device__ __forceinline__ void purlinDevCopy(void* dst, const void* src, size_t bytes);
 
 /* Reduces `count` elements of type D of srcs[0..nsrc-1], in that order, with
  * op O and stores the result into each of dsts[0..ndst-1] (a destination may
- * be one of the sources). */
+ * be one of the sources), with the calling team. */
 template <purlinDataType_t D, purlinRedOp_t O>
 static __device__ __forceinline__ void purlinDevReduceTeam(void* const* dsts, int ndst,
                                                            const void* const* srcs, int nsrc,
-                                                           size_t count, int tid, int nthreads) {
-  purlinAtomDefault::template reduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads, 0,
-                                             NULL);
-}
+                                                           size_t count, int tid, int nthreads);
 
+/* purlinDevReduceTeam into one destination with the whole CTA. */
 template <purlinDataType_t D, purlinRedOp_t O>
 static __device__ __forceinline__ void purlinDevReduce(void* dst, const void* const* srcs,
-                                                       int nsrc, size_t count) {
-  void* dsts[1] = {dst};
-  purlinDevReduceTeam<D, O>(dsts, 1, srcs, nsrc, count, threadIdx.x, blockDim.x);
-}
+                                                       int nsrc, size_t count);
+
+#include "purlin/device_impl.cuh"
 
 #endif /* PURLIN_DEVICE_CUH_ */
