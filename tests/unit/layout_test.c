@@ -5,7 +5,7 @@
  * input and output exactly as the layouts say -- scattered and transposed
  * buffers exactly once, packed inputs whole, reduced outputs by every rank --
  * and stay inside the buffers. Also hand-computed V examples, AllReduce
- * owner chunks, overflow refusal, chunking and epochs.
+ * owner chunks, overflow refusal, chunking.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -166,7 +166,7 @@ static void overflow(void) {
   CHECK(purlinLayoutMaxBufferCount(&lv) == UINT64_MAX);
 }
 
-static void chunksAndEpochs(void) {
+static void chunks(void) {
   const uint64_t sizes[] = {0, 1, 4095, 4096, 4097, 1000000};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
     uint64_t bytes = sizes[i], slot = 4096, next = 0;
@@ -184,20 +184,12 @@ static void chunksAndEpochs(void) {
     purlinChunkRange(bytes, slot, n, &off, &len);
     CHECK_EQ_INT(len, 0);
   }
-  for (uint64_t e = 1; e < 10; ++e) {
-    CHECK(purlinEpochHalf(e) != purlinEpochHalf(e + 1));
-    CHECK(purlinEpochSatisfies(e, e));
-    CHECK(!purlinEpochSatisfies(e - 1, e));
-    CHECK(!purlinEpochSatisfies(e + 1, e));
-  }
-  CHECK(!purlinEpochSatisfies(0, 1)); /* a fresh flag satisfies nothing */
-  CHECK(purlinEpochHalf(UINT64_MAX) != purlinEpochHalf(0));
 }
 
 int main(void) {
   hand();
   overflow();
-  chunksAndEpochs();
+  chunks();
   const purlinCollective_t colls[] = {purlinCollAllReduce, purlinCollAllGather,
                                       purlinCollReduceScatter, purlinCollAllToAll,
                                       purlinCollAllGatherV, purlinCollReduceScatterV,
