@@ -37,17 +37,7 @@ purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
                               (d->flags & PURLIN_DESC_SMALL_AR) != 0, stream);
   } else {
     purlinThroughputArgs_t a;
-    a.devComm = comm->devComm;
-    a.sendbuff = (const void*)(uintptr_t)d->sendbuff;
-    a.recvbuff = (void*)(uintptr_t)d->recvbuff;
-    a.layout = l;
-    a.deviceCounts = (const uint64_t*)(uintptr_t)d->counts;
-    a.dtype = (purlinDataType_t)d->dtype;
-    a.op = (purlinRedOp_t)d->op;
-    a.descriptor = d->hash;
-    a.windowBytes = d->windowBytes;
-    a.smallBytes = d->smallShift != 0 ? (uint64_t)1 << d->smallShift : 0;
-    a.direct = (d->flags & PURLIN_DESC_DIRECT) != 0;
+    purlinThroughputArgsFromDesc(d, comm->devComm, comm->nranks, &a);
     err = purlinThroughputLaunch(&a, hostCounts, d->ctas, (purlinAtomKind_t)d->atom, stream);
   }
   if (prev != comm->device) cudaSetDevice(prev);

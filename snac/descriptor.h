@@ -4,7 +4,7 @@
  * from which a kernel derives everything SNAC needs, on the device, in a
  * bounded number of instructions: the latency path's per-peer table
  * (snacLatencyCallFromDesc, a warp scan over at most PURLIN_DEV_MAX_RANKS
- * counts) and the throughput path's arguments (snacThroughputArgsFromDesc).
+ * counts) and the throughput path's arguments (purlinThroughputArgsFromDesc).
  * The host's plan (runtime/plan.h) fills the executor fields; V counts are
  * always in device memory here: the caller's own device counts, or a small
  * per-call block the transport wrote the host's counts to.

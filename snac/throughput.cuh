@@ -5,7 +5,7 @@
  * Atom so that the Atoms' instantiations compile in parallel), the
  * persistent megakernel and user kernels, each with its team, its epoch,
  * its shared memory (SnacThroughputSmem, and the Atom's) and the call's
- * arguments (kernel parameters, or snacThroughputArgsFromDesc on the
+ * arguments (kernel parameters, or purlinThroughputArgsFromDesc on the
  * device).
  *
  * Team CTA b of every rank owns slice b (purlinAtomSlice) of every block
@@ -18,7 +18,6 @@
 #define PURLIN_SNAC_THROUGHPUT_CUH_
 
 #include "atoms/atoms.cuh"
-#include "snac/descriptor.h"
 #include "snac/team.cuh"
 #include "snac/throughput.h"
 #include "snac/wait.cuh"
@@ -342,30 +341,6 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
     if (a.direct && tid < n && tid != me)
       snacWaitFlag(&st, &throughputControl(dc, me)->done[tid][b], throughputTag(epoch, 0), tid);
   }
-}
-
-/* The throughput call of descriptor `d` on this rank, for executors that
- * get calls from a queue or a user kernel (V counts are in device memory:
- * the routine reads them as it would a caller's device counts). */
-static __device__ __forceinline__ purlinThroughputArgs_t snacThroughputArgsFromDesc(
-    const purlinCollDesc_t* d, purlinDevComm_t* dc) {
-  purlinThroughputArgs_t a;
-  a.devComm = dc;
-  a.sendbuff = (const void*)(uintptr_t)d->sendbuff;
-  a.recvbuff = (void*)(uintptr_t)d->recvbuff;
-  a.layout.coll = (purlinCollective_t)d->coll;
-  a.layout.nranks = dc->nranks;
-  a.layout.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
-  a.layout.count = d->count;
-  a.layout.counts = NULL;
-  a.deviceCounts = (const uint64_t*)(uintptr_t)d->counts;
-  a.dtype = (purlinDataType_t)d->dtype;
-  a.op = (purlinRedOp_t)d->op;
-  a.descriptor = d->hash;
-  a.windowBytes = d->windowBytes;
-  a.smallBytes = d->smallShift != 0 ? (uint64_t)1 << d->smallShift : 0;
-  a.direct = (d->flags & PURLIN_DESC_DIRECT) != 0;
-  return a;
 }
 
 #endif /* PURLIN_SNAC_THROUGHPUT_CUH_ */

@@ -27,6 +27,7 @@
 
 #include "atoms/atom.h"
 #include "runtime/purlin.h"
+#include "snac/descriptor.h"
 #include "snac/dev_comm.h"
 #include "snac/layout.h"
 
@@ -105,6 +106,31 @@ PURLIN_THROUGHPUT_HD uint64_t purlinThroughputWindowBytes(uint64_t throughputByt
   uint64_t slots = (uint64_t)ctas * PURLIN_THROUGHPUT_SLOTS *
                    (uint64_t)purlinThroughputParts(coll, nranks);
   return throughputBytes / slots / PURLIN_THROUGHPUT_WINDOW_ALIGN * PURLIN_THROUGHPUT_WINDOW_ALIGN;
+}
+
+/* The throughput-path arguments of descriptor `d` on the rank whose
+ * context is `devComm`, in a group of `nranks`: on the host for an eager
+ * launch (V counts then come by value, with d->counts 0), on the device
+ * for executors that take calls from a queue or a user kernel (V counts in
+ * device memory, read by the routine as a caller's device counts). */
+PURLIN_THROUGHPUT_HD void purlinThroughputArgsFromDesc(const purlinCollDesc_t* d,
+                                                       purlinDevComm_t* devComm, int nranks,
+                                                       purlinThroughputArgs_t* a) {
+  a->devComm = devComm;
+  a->sendbuff = (const void*)(uintptr_t)d->sendbuff;
+  a->recvbuff = (void*)(uintptr_t)d->recvbuff;
+  a->layout.coll = (purlinCollective_t)d->coll;
+  a->layout.nranks = nranks;
+  a->layout.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
+  a->layout.count = d->count;
+  a->layout.counts = NULL;
+  a->deviceCounts = (const uint64_t*)(uintptr_t)d->counts;
+  a->dtype = (purlinDataType_t)d->dtype;
+  a->op = (purlinRedOp_t)d->op;
+  a->descriptor = d->hash;
+  a->windowBytes = d->windowBytes;
+  a->smallBytes = d->smallShift != 0 ? (uint64_t)1 << d->smallShift : 0;
+  a->direct = (d->flags & PURLIN_DESC_DIRECT) != 0;
 }
 
 /* Launches the eager throughput-path kernel of one rank on `stream` with

@@ -49,7 +49,8 @@ static __device__ void runDesc(const SnacTeam& t, uint64_t e, const purlinCollDe
     else if (key == purlinBfloat16 * 8 + purlinSum)
       snacLatencyRun<true, purlinBfloat16, purlinSum>(t, snacEpochIs(e), *lat);
   } else {
-    const purlinThroughputArgs_t a = snacThroughputArgsFromDesc(d, dc);
+    purlinThroughputArgs_t a;
+    purlinThroughputArgsFromDesc(d, dc, dc->nranks, &a);
     if (!reduce) snacThroughputRun<A, false, purlinFloat32, purlinSum>(t, e, a, NULL, tp, atomSmem);
     else if (key == purlinFloat32 * 8 + purlinSum)
       snacThroughputRun<A, true, purlinFloat32, purlinSum>(t, e, a, NULL, tp, atomSmem);
