@@ -36,56 +36,39 @@ static purlinResult_t collPrepare(purlinComm_t comm) {
   int major = 0, minor = 0, same = 1;
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device));
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, comm->device));
-  comm->cc = major * 10 + minor;
+  purlinPlanFacts_t* f = &comm->planFacts;
+  memset(f, 0, sizeof *f);
+  f->cc = major * 10 + minor;
   /* The plan's CTA count must be the same on every rank (CTA b talks to
    * CTA b of each peer), so its inputs are facts of the whole group: the
    * fewest SMs of its GPUs and the most ranks on one GPU. (From each
    * rank's own GPU, a placement like 5 ranks on one GPU and 1 on another
    * gave 26 CTAs on some ranks and 31 on others, and hung.) Every GPU of
    * the group is visible here (rankSetup). */
-  comm->sms = 0;
   for (int r = 0; r < comm->nranks; ++r) {
     int sms = 0;
     PURLIN_CHECK(purlinPlatformGet()->smCount(comm->group->devices[r], &sms));
-    if (comm->sms == 0 || sms < comm->sms) comm->sms = sms;
+    if (f->sms == 0 || sms < f->sms) f->sms = sms;
     if (comm->group->devices[r] != comm->device) same = 0;
   }
-  comm->ranksOnDevice = purlinPlanRanksOnDevice(comm->group->devices, comm->nranks);
+  f->ranksOnDevice = purlinPlanRanksOnDevice(comm->group->devices, comm->nranks);
   /* Peers read a rank's user buffers in place when they are ranks of this
    * process on this GPU: any device pointer of the process is valid in
    * their kernels. Ranks of other processes, or on other GPUs (whose
    * buffers may come from pools not mapped to peers), stage instead. */
-  comm->direct = comm->group->localRank == -1 && same;
+  f->direct = comm->group->localRank == -1 && same;
   /* PURLIN_DIRECT=0 makes every rank stage (tests and benchmarks of the
    * staged rounds on one GPU; README). Read when a communicator makes its
    * first collective call. */
   const char* env = getenv("PURLIN_DIRECT");
-  if (env != NULL && strcmp(env, "0") == 0) comm->direct = 0;
-  comm->planFacts.cc = comm->cc;
-  comm->planFacts.sms = comm->sms;
-  comm->planFacts.ranksOnDevice = comm->ranksOnDevice;
-  comm->planFacts.direct = comm->direct;
-  comm->planFacts.latencyBytes = comm->layout.latencyBytes;
-  comm->planFacts.throughputBytes = comm->layout.throughputBytes;
-  comm->planFacts.forcedPath = comm->config.path;
-  comm->planFacts.forcedCtas = comm->config.collectiveCtas;
-  /* Eager launches: the plan picks the shape. */
-  comm->planFacts.executorCtas = 0;
-  comm->planFacts.executorThreads = 0;
-  comm->planFacts.executorSmemBytes = 0;
+  if (env != NULL && strcmp(env, "0") == 0) f->direct = 0;
+  f->latencyBytes = comm->layout.latencyBytes;
+  f->throughputBytes = comm->layout.throughputBytes;
+  f->forcedPath = comm->config.path;
+  f->forcedCtas = comm->config.collectiveCtas;
+  /* Eager launches (executorCtas 0): the plan picks the shape. */
   comm->collReady = 1;
   return purlinSuccess;
-}
-
-/* log2 of a power of two up to 2^255 (the descriptor's small-piece
- * threshold), 0 for 0. */
-static uint8_t shiftOf(uint64_t v) {
-  uint8_t s = 0;
-  while (v > 1) {
-    v >>= 1;
-    ++s;
-  }
-  return s;
 }
 
 static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollective_t coll,
@@ -114,49 +97,20 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
   }
   PURLIN_CHECK(collFail(comm, collPrepare(comm)));
 
-  /* Plan. */
+  /* Plan, describe, transport. */
   const uint64_t* hostCounts = onDevice ? NULL : (const uint64_t*)counts;
-  purlinPlanShape_t shape = {0};
-  shape.coll = coll;
-  shape.nranks = n;
-  shape.deviceCounts = onDevice;
-  if (!onDevice) {
-    shape.maxBlockBytes = purlinLatencyMaxBlockBytes(&l, hostCounts);
-    /* The largest buffer of any rank, not this rank's output: every rank
-     * must choose the same CTAs (CTA b talks to the CTAs b of its peers). */
-    shape.outBytes = purlinLayoutMaxBufferCount(&l) * l.elemBytes;
-  }
-  shape.aligned8 = (((uintptr_t)sendbuff | (uintptr_t)recvbuff) & 7u) == 0;
+  if (onDevice) l.counts = NULL;
+  purlinPlanShape_t shape;
+  purlinPlanShapeOf(&l, onDevice, sendbuff, recvbuff, &shape);
   purlinPlan_t plan;
   purlinResult_t res = purlinPlanMake(&shape, &comm->planFacts, &plan);
   if (res != purlinSuccess) {
     purlinResult_t again = PURLIN_ERROR(res, "%s: %s", fn, purlinThreadLastError());
     return collFail(comm, again);
   }
-
-  /* The call's descriptor, then the transport. */
   purlinCollDesc_t d;
-  memset(&d, 0, sizeof d);
-  d.coll = (uint8_t)coll;
-  d.dtype = (uint8_t)dtype;
-  d.op = (uint8_t)op;
-  d.path = (uint8_t)plan.path;
-  d.atom = (uint8_t)plan.atom;
-  d.ctas = (uint16_t)plan.ctas;
-  d.threads = (uint16_t)plan.threads;
-  d.count = purlinCollIsV(coll) ? 0 : (uint64_t)count;
-  d.sendbuff = (uint64_t)(uintptr_t)sendbuff;
-  d.recvbuff = (uint64_t)(uintptr_t)recvbuff;
-  d.counts = onDevice ? (uint64_t)(uintptr_t)counts : 0;
-  d.windowBytes = plan.windowBytes;
-  d.smallShift = shiftOf(plan.smallBytes);
-  if (plan.path == purlinPathLatency) {
-    d.hash = purlinLatencyDescriptor(&l, hostCounts, dtype, op);
-    if (plan.smallAllReduce) d.flags |= PURLIN_DESC_SMALL_AR;
-  } else {
-    d.hash = onDevice ? 0 : purlinThroughputDescriptor(&l, hostCounts, dtype, op);
-    if (comm->direct) d.flags |= PURLIN_DESC_DIRECT;
-  }
+  purlinPlanDescribe(&plan, &l, dtype, op, sendbuff, recvbuff,
+                     onDevice ? (const uint64_t*)counts : NULL, comm->planFacts.direct, &d);
   return collFail(comm, purlinEagerLaunch(comm, &d, hostCounts, stream));
 }
 

@@ -51,14 +51,12 @@ struct purlinComm {
   purlinConfig_t config;
   purlinHeapLayout_t layout;
   purlinDevComm_t* devComm; /* device address, at offset 0 of this rank's heap */
-  /* Facts the collectives' policy needs, filled by the first collective
-   * call (runtime/collectives.c). */
+  /* The plan's facts of this communicator (compute capability, fewest SMs
+   * and most ranks on one GPU of the group, whether peers read this rank's
+   * buffers in place, buffer sizes, the config's forced choices), filled
+   * by the first collective call (runtime/collectives.c). */
   int collReady;
-  int cc;            /* compute capability, e.g. 90 */
-  int sms;           /* fewest SMs of any GPU of the group */
-  int ranksOnDevice; /* most ranks of the group on one GPU */
-  int direct;        /* peers can read this rank's user buffers in place */
-  purlinPlanFacts_t planFacts; /* the above and the config, as the plan takes them */
+  purlinPlanFacts_t planFacts;
   char lastError[PURLIN_ERROR_MSG_MAX];
 };
 

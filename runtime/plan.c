@@ -5,6 +5,8 @@
  */
 #include "runtime/plan.h"
 
+#include <string.h>
+
 #include "atoms/policy.h"
 #include "runtime/errors.h"
 #include "snac/latency.h"
@@ -85,16 +87,16 @@ static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, 
   const int resident = f->executorCtas > 0;
   const int maxCtas = resident ? f->executorCtas : PURLIN_LATENCY_MAX_CTAS;
   p->threads = resident ? f->executorThreads : latencyThreads(s->coll, s->maxBlockBytes);
+  const uint64_t packets = ceilDiv(s->maxBlockBytes, 8);
   /* Every peer's header needs a thread of its own. */
   const int least = (int)ceilDiv((uint64_t)s->nranks, (uint64_t)p->threads);
   if (f->forcedCtas > 0 && !resident) {
     p->ctas = clampInt((uint64_t)f->forcedCtas, least, maxCtas);
   } else {
     /* As many CTAs as the packets need, one per thread. */
-    p->ctas = clampInt(ceilDiv(ceilDiv(s->maxBlockBytes, 8), (uint64_t)p->threads), 1, maxCtas);
+    p->ctas = clampInt(ceilDiv(packets, (uint64_t)p->threads), 1, maxCtas);
   }
   if (p->ctas < least) p->ctas = least;
-  const uint64_t packets = ceilDiv(s->maxBlockBytes, 8);
   p->smallAllReduce = s->coll == purlinCollAllReduce &&
                       s->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
                       packets <= (uint64_t)p->ctas * (uint64_t)p->threads && s->aligned8;
@@ -175,4 +177,55 @@ purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_
   if (p->path == purlinPathLatency) planLatency(s, f, p);
   else planThroughput(s, f, p);
   return purlinSuccess;
+}
+
+void purlinPlanShapeOf(const purlinLayout_t* l, int deviceCounts, const void* sendbuff,
+                       const void* recvbuff, purlinPlanShape_t* s) {
+  memset(s, 0, sizeof *s);
+  s->coll = l->coll;
+  s->nranks = l->nranks;
+  s->deviceCounts = deviceCounts;
+  if (!deviceCounts) {
+    s->maxBlockBytes = purlinLatencyMaxBlockBytes(l, l->counts);
+    /* The largest buffer of any rank, not this rank's output: every rank
+     * must choose the same CTAs (CTA b talks to the CTAs b of its peers). */
+    s->outBytes = purlinLayoutMaxBufferCount(l) * l->elemBytes;
+  }
+  s->aligned8 = (((uintptr_t)sendbuff | (uintptr_t)recvbuff) & 7u) == 0;
+}
+
+/* log2 of the small-piece threshold, a power of two (0 for none). */
+static uint8_t shiftOf(uint64_t v) {
+  uint8_t s = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++s;
+  }
+  return s;
+}
+
+void purlinPlanDescribe(const purlinPlan_t* p, const purlinLayout_t* l, purlinDataType_t dtype,
+                        purlinRedOp_t op, const void* sendbuff, void* recvbuff,
+                        const uint64_t* deviceCounts, int direct, purlinCollDesc_t* d) {
+  memset(d, 0, sizeof *d);
+  d->coll = (uint8_t)l->coll;
+  d->dtype = (uint8_t)dtype;
+  d->op = (uint8_t)op;
+  d->path = (uint8_t)p->path;
+  d->atom = (uint8_t)p->atom;
+  d->ctas = (uint16_t)p->ctas;
+  d->threads = (uint16_t)p->threads;
+  d->count = purlinCollIsV(l->coll) ? 0 : l->count;
+  d->sendbuff = (uint64_t)(uintptr_t)sendbuff;
+  d->recvbuff = (uint64_t)(uintptr_t)recvbuff;
+  d->counts = (uint64_t)(uintptr_t)deviceCounts;
+  d->windowBytes = p->windowBytes;
+  d->smallShift = shiftOf(p->smallBytes);
+  if (p->path == purlinPathLatency) {
+    d->hash = purlinLatencyDescriptor(l, l->counts, dtype, op);
+    if (p->smallAllReduce) d->flags |= PURLIN_DESC_SMALL_AR;
+  } else {
+    d->hash = deviceCounts != NULL ? 0 : purlinThroughputDescriptor(l, l->counts, dtype, op);
+    if (direct) d->flags |= PURLIN_DESC_DIRECT;
+  }
 }

@@ -14,6 +14,7 @@
 
 #include "atoms/atom.h"
 #include "runtime/purlin.h"
+#include "snac/descriptor.h"
 #include "snac/layout.h"
 
 #ifdef __cplusplus
@@ -70,6 +71,22 @@ int purlinPlanRanksOnDevice(const int* devices, int nranks);
 /* Largest block that the tuned plan sends on the latency path (when it fits
  * the latency buffer). */
 uint64_t purlinPlanLatencyLimit(purlinCollective_t coll, int nranks);
+
+/* The shape of a call of `layout` (V counts in layout->counts as the host
+ * holds them, or `deviceCounts` set when only the device knows them) on
+ * these buffers. */
+void purlinPlanShapeOf(const purlinLayout_t* layout, int deviceCounts, const void* sendbuff,
+                       const void* recvbuff, purlinPlanShape_t* shape);
+
+/* The descriptor of a planned call, for any transport: the plan's executor
+ * fields, the call's buffers, and the hash of the path the plan chose
+ * (computed from layout->counts; 0 when `deviceCounts` is given, so that
+ * the executor hashes the counts it reads). `direct`: peers read this
+ * rank's buffers in place (the throughput path's flag). */
+void purlinPlanDescribe(const purlinPlan_t* plan, const purlinLayout_t* layout,
+                        purlinDataType_t dtype, purlinRedOp_t op, const void* sendbuff,
+                        void* recvbuff, const uint64_t* deviceCounts, int direct,
+                        purlinCollDesc_t* d);
 
 /* The plan for a call. Pure. Returns purlinInvalidUsage (with a message)
  * when the latency path is forced and the call does not fit it, or when

@@ -245,12 +245,8 @@ static purlinCollDesc_t describe(const World* W, const Call* c, int r, int ctas,
                                  int smem) {
   purlinLayout_t l = {c->coll, kRanks, (uint32_t)elemBytes(c->dtype), c->count,
                       c->counts.empty() ? NULL : c->counts.data()};
-  purlinPlanShape_t s = {};
-  s.coll = c->coll;
-  s.nranks = kRanks;
-  s.maxBlockBytes = purlinLatencyMaxBlockBytes(&l, l.counts);
-  s.outBytes = purlinLayoutMaxBufferCount(&l) * l.elemBytes;
-  s.aligned8 = 1;
+  purlinPlanShape_t s;
+  purlinPlanShapeOf(&l, 0, c->send[r], c->recv[r], &s);
   purlinPlanFacts_t f = {};
   f.cc = W->cc;
   f.sms = W->sms;
@@ -264,31 +260,9 @@ static purlinCollDesc_t describe(const World* W, const Call* c, int r, int ctas,
   f.executorSmemBytes = smem;
   purlinPlan_t p;
   GPU_PURLIN_OK(purlinPlanMake(&s, &f, &p));
+  /* V counts are in device memory: the executor hashes them itself. */
   purlinCollDesc_t d;
-  memset(&d, 0, sizeof d);
-  d.coll = (uint8_t)c->coll;
-  d.dtype = (uint8_t)c->dtype;
-  d.op = (uint8_t)c->op;
-  d.path = (uint8_t)p.path;
-  d.atom = (uint8_t)p.atom;
-  d.ctas = (uint16_t)p.ctas;
-  d.threads = (uint16_t)p.threads;
-  d.count = c->counts.empty() ? c->count : 0;
-  d.sendbuff = (uint64_t)(uintptr_t)c->send[r];
-  d.recvbuff = (uint64_t)(uintptr_t)c->recv[r];
-  d.counts = (uint64_t)(uintptr_t)c->dcounts;
-  /* Device counts: the executor hashes them itself (hash 0). */
-  d.hash = c->counts.empty()
-               ? (p.path == purlinPathLatency ? purlinLatencyDescriptor(&l, NULL, c->dtype, c->op)
-                                              : purlinThroughputDescriptor(&l, NULL, c->dtype,
-                                                                           c->op))
-               : 0;
-  d.windowBytes = p.windowBytes;
-  uint8_t shift = 0;
-  for (uint64_t v = p.smallBytes; v > 1; v >>= 1) ++shift;
-  d.smallShift = shift;
-  if (p.smallAllReduce) d.flags |= PURLIN_DESC_SMALL_AR;
-  if (!c->staged) d.flags |= PURLIN_DESC_DIRECT;
+  purlinPlanDescribe(&p, &l, c->dtype, c->op, c->send[r], c->recv[r], c->dcounts, f.direct, &d);
   return d;
 }
 

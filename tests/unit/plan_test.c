@@ -242,6 +242,62 @@ int main(void) {
   F.executorCtas = 33;
   CHECK_EQ_INT(plan(&c), purlinInvalidUsage);
 
+  /* The shape of a call, and the descriptor of its plan: every executor
+   * field from the plan, the hash of the path the plan chose, none when
+   * the counts are on the device (the executor hashes them). */
+  {
+    uint64_t v[8] = {1, 2, 3, 4, 5, 6, 7, 1000};
+    purlinLayout_t ag = {purlinCollAllGatherV, 8, 2, 0, v};
+    purlinPlanShapeOf(&ag, 0, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.coll, purlinCollAllGatherV);
+    CHECK_EQ_INT(S.maxBlockBytes, 2000);
+    CHECK_EQ_INT(S.outBytes, 2 * 1028);
+    CHECK_EQ_INT(S.aligned8, 1);
+    purlinPlanShapeOf(&ag, 0, (const void*)(uintptr_t)4100, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned8, 0);
+    purlinPlanShapeOf(&ag, 1, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.deviceCounts, 1);
+    CHECK_EQ_INT(S.maxBlockBytes, 0);
+
+    purlinPlan_t p;
+    purlinCollDesc_t d;
+    shape(purlinCollAllReduce, 4096, 4096);
+    CHECK_EQ_INT(plan(&p), purlinSuccess);
+    CHECK_EQ_INT(p.smallAllReduce, 1);
+    purlinLayout_t ar = {purlinCollAllReduce, 8, 4, 1024, NULL};
+    purlinPlanDescribe(&p, &ar, purlinFloat32, purlinSum, (const void*)(uintptr_t)64,
+                       (void*)(uintptr_t)128, NULL, 1, &d);
+    CHECK_EQ_INT(d.coll, purlinCollAllReduce);
+    CHECK_EQ_INT(d.dtype, purlinFloat32);
+    CHECK_EQ_INT(d.path, purlinPathLatency);
+    CHECK_EQ_INT(d.ctas, p.ctas);
+    CHECK_EQ_INT(d.threads, p.threads);
+    CHECK_EQ_INT(d.count, 1024);
+    CHECK_EQ_INT(d.sendbuff, 64);
+    CHECK_EQ_INT(d.recvbuff, 128);
+    CHECK_EQ_INT(d.counts, 0);
+    CHECK_EQ_INT(d.flags, PURLIN_DESC_SMALL_AR); /* direct is the throughput path's */
+    CHECK_EQ_INT(d.hash, purlinLatencyDescriptor(&ar, NULL, purlinFloat32, purlinSum));
+    CHECK_EQ_INT(d.seq, 0);
+
+    shape(purlinCollAllGatherV, 2000, 2 * 1028);
+    F.forcedPath = purlinPathThroughput;
+    CHECK_EQ_INT(plan(&p), purlinSuccess);
+    purlinPlanDescribe(&p, &ag, purlinBfloat16, purlinSum, NULL, NULL, NULL, 1, &d);
+    CHECK_EQ_INT(d.path, purlinPathThroughput);
+    CHECK_EQ_INT(d.atom, p.atom);
+    CHECK_EQ_INT(d.count, 0);
+    CHECK_EQ_INT(d.windowBytes, p.windowBytes);
+    CHECK_EQ_INT((uint64_t)1 << d.smallShift, p.smallBytes);
+    CHECK_EQ_INT(d.flags, PURLIN_DESC_DIRECT);
+    CHECK_EQ_INT(d.hash, purlinThroughputDescriptor(&ag, v, purlinBfloat16, purlinSum));
+    const uint64_t* onDevice = (const uint64_t*)(uintptr_t)0x7000;
+    purlinPlanDescribe(&p, &ag, purlinBfloat16, purlinSum, NULL, NULL, onDevice, 0, &d);
+    CHECK_EQ_INT(d.counts, 0x7000);
+    CHECK_EQ_INT(d.hash, 0);
+    CHECK_EQ_INT(d.flags, 0);
+  }
+
   /* Descriptor hashes: every field counts, and the two paths differ. */
   uint64_t counts[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   purlinLayout_t l = {purlinCollAllGatherV, 8, 4, 0, NULL};
