@@ -80,6 +80,19 @@ struct purlinAtomHopperPipe {
 
 typedef purlinAtomHopperPipe<PURLIN_HOPPER_STAGES, PURLIN_HOPPER_STAGE_BYTES> purlinAtomHopperT;
 
+/* The Atom that atoms/policy.c picks for the architecture this device code
+ * is compiled for (the same compute-capability thresholds as
+ * atom_info.c's minComputeCapability), as a compile-time kind: code that
+ * is instantiated for every Atom but only ever runs with its GPU's own can
+ * leave the others' bodies empty. Host code sees purlinAtomGeneric. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PURLIN_ATOM_NATIVE purlinAtomHopper
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PURLIN_ATOM_NATIVE purlinAtomAmpere
+#else
+#define PURLIN_ATOM_NATIVE purlinAtomGeneric
+#endif
+
 /* Calls f.template run<AtomT>() for the Atom type of `kind`; false for
  * values outside the enum. The host picks `kind` (purlinAtomSupported,
  * atoms/policy.h); kernels are instantiated for every Atom. */

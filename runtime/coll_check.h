@@ -43,6 +43,10 @@ purlinResult_t purlinCollCountsOnDevice(purlinComm_t comm, const size_t* counts,
 purlinResult_t purlinCollCheckUnsizedBuffer(purlinComm_t comm, const char* fn, const char* name,
                                             const void* p);
 
+/* Gathers the plan's facts of the communicator (comm->planFacts) at its
+ * first collective call or session; afterwards a no-op. */
+purlinResult_t purlinCollPrepare(purlinComm_t comm);
+
 #ifdef __cplusplus
 }
 #endif

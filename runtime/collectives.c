@@ -1,7 +1,9 @@
 /*
  * collectives.c -- the public collectives (purlin.h): each call is checked
- * (coll_check.h), planned (plan.h) and handed to a transport -- today the
- * eager one, a kernel launch on the caller's stream (eager.h). Nothing here
+ * (coll_check.h), planned (plan.h) and handed to a transport: the eager
+ * one, a kernel launch on the caller's stream (eager.h), or inside a
+ * session the persistent one, a descriptor for the rank's megakernel
+ * (session.h). Nothing here
  * synchronises with the device or takes a global lock, so every call is
  * capturable in a CUDA Graph and costs the host little.
  */
@@ -17,6 +19,7 @@
 #include "runtime/errors.h"
 #include "runtime/plan.h"
 #include "runtime/platform.h"
+#include "runtime/session.h"
 #include "snac/descriptor.h"
 #include "snac/latency.h"
 #include "snac/throughput.h"
@@ -30,8 +33,8 @@ static purlinResult_t collFail(purlinComm_t comm, purlinResult_t r) {
 }
 
 /* The plan's facts of this communicator, gathered at its first collective
- * call. */
-static purlinResult_t collPrepare(purlinComm_t comm) {
+ * call or session (coll_check.h). */
+purlinResult_t purlinCollPrepare(purlinComm_t comm) {
   if (comm->collReady) return purlinSuccess;
   int major = 0, minor = 0, same = 1;
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, comm->device));
@@ -95,15 +98,18 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
   } else {
     PURLIN_CHECK(purlinCollCheck(comm, &l, sendbuff, recvbuff, dtype, op));
   }
-  PURLIN_CHECK(collFail(comm, collPrepare(comm)));
+  PURLIN_CHECK(collFail(comm, purlinCollPrepare(comm)));
 
   /* Plan, describe, transport. */
   const uint64_t* hostCounts = onDevice ? NULL : (const uint64_t*)counts;
   if (onDevice) l.counts = NULL;
   purlinPlanShape_t shape;
   purlinPlanShapeOf(&l, onDevice, sendbuff, recvbuff, &shape);
+  /* In a session the executor is the rank's resident megakernel. */
+  const int session = comm->session.open;
   purlinPlan_t plan;
-  purlinResult_t res = purlinPlanMake(&shape, &comm->planFacts, &plan);
+  purlinResult_t res =
+      purlinPlanMake(&shape, session ? &comm->session.facts : &comm->planFacts, &plan);
   if (res != purlinSuccess) {
     purlinResult_t again = PURLIN_ERROR(res, "%s: %s", fn, purlinThreadLastError());
     return collFail(comm, again);
@@ -111,6 +117,7 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
   purlinCollDesc_t d;
   purlinPlanDescribe(&plan, &l, dtype, op, sendbuff, recvbuff,
                      onDevice ? (const uint64_t*)counts : NULL, comm->planFacts.direct, &d);
+  if (session) return collFail(comm, purlinSessionLaunch(comm, &d, hostCounts, stream));
   return collFail(comm, purlinEagerLaunch(comm, &d, hostCounts, stream));
 }
 

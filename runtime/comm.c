@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "persistent/ring.h"
 #include "runtime/bootstrap.h"
 #include "runtime/config.h"
 #include "runtime/cudawrap.h"
@@ -186,6 +187,11 @@ static purlinResult_t writeDevComm(const struct purlinGroup* group, const purlin
   PURLIN_CUDA_CHECK(cudaSetDevice(group->devices[r]));
   PURLIN_CUDA_CHECK(cudaMemset(base, 0, PURLIN_HEAP_CONTROL_BYTES));
   PURLIN_CUDA_CHECK(cudaMemcpy(base, &dc, sizeof dc, cudaMemcpyHostToDevice));
+  /* The descriptor ring starts empty at ticket 0 (persistent/ring.h). */
+  purlinRingWords_t ring;
+  purlinRingReset(&ring, 0);
+  PURLIN_CUDA_CHECK(cudaMemcpy((char*)base + offsetof(purlinControl_t, ringCounters), &ring,
+                               sizeof ring, cudaMemcpyHostToDevice));
   /* The legacy stream orders both copies; wait for them here so that the
    * context is complete before any kernel of any stream can read it. */
   PURLIN_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
@@ -710,6 +716,13 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
                         "created by purlin)",
                         fn, (void*)comm);
   }
+  if (comm->session.open && !abort) {
+    pthread_mutex_unlock(&registryLock);
+    return commFail(comm, PURLIN_ERROR(purlinInvalidUsage,
+                                       "%s: rank %d has a session open; end it first "
+                                       "(purlinSessionEnd) and let its stream finish",
+                                       fn, comm->rank));
+  }
   struct purlinComm** link = &liveHead;
   while (*link != comm) link = &(*link)->nextLive;
   *link = comm->nextLive;
@@ -728,6 +741,20 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
   int last = --group->liveRanks == 0;
   pthread_mutex_unlock(&registryLock);
 
+  /* An aborted session's megakernel leaves its loop once it sees the abort
+   * word (microseconds); wait for it before its memory can go (a launched
+   * one: a session still being captured has nothing running). */
+  if (comm->session.made) {
+    int prev = -1;
+    cudaGetDevice(&prev);
+    cudaSetDevice(comm->device);
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (comm->session.open && cudaStreamIsCapturing(comm->session.side, &cap) == cudaSuccess &&
+        cap == cudaStreamCaptureStatusNone)
+      cudaStreamSynchronize(comm->session.side);
+    purlinSessionRelease(comm);
+    if (prev >= 0) cudaSetDevice(prev);
+  }
   comm->magic = 0;
   free(comm);
   if (last) groupRelease(group);
@@ -771,6 +798,32 @@ PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device) {
   return purlinSuccess;
 }
 
+/* What a persistent-runtime error record says (snac/dev_comm.h). */
+static const char* persistentWhat(uint32_t what) {
+  switch (what) {
+    case PURLIN_ERROR_IDLE_RETIRE:
+      return "its session's megakernel had nothing to run for 4 x timeoutMs and retired: a session "
+             "that was never ended (purlinSessionEnd)";
+    case PURLIN_ERROR_QUEUE_FULL:
+      return "the descriptor ring stayed full for timeoutMs: the megakernel made no progress";
+    case PURLIN_ERROR_NOT_RESIDENT:
+      return "not every CTA of the session's megakernel became resident within timeoutMs: "
+             "other work holds the SMs it needs (config.megakernelCtas per rank)";
+    case PURLIN_ERROR_NO_SESSION:
+      return "a descriptor was enqueued with no megakernel serving the ring (no session open, "
+             "or it had ended or retired)";
+    case PURLIN_ERROR_BAD_TICKET:
+      return "a wait for a ticket that was never issued";
+    case PURLIN_ERROR_WAIT_DONE:
+      return "a wait for a descriptor's completion ran past the timeout";
+    case PURLIN_ERROR_BAD_DESC:
+      return "the megakernel was given a descriptor it cannot run (path, CTAs, threads, "
+             "collective or datatype out of range)";
+    default:
+      return "a persistent-runtime error";
+  }
+}
+
 PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResult_t* asyncError) {
   purlinClearThreadError();
   PURLIN_CHECK(commLookup(comm, "purlinCommGetAsyncError"));
@@ -798,6 +851,11 @@ PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResul
                "overflows or exceeds 2^62 bytes; the communicator is aborted",
                purlinGetErrorName(group->asyncError), (int)rec->rank,
                (unsigned long long)rec->epoch);
+    else if (rec->what >= PURLIN_ERROR_IDLE_RETIRE && rec->what <= PURLIN_ERROR_BAD_DESC)
+      snprintf(group->asyncMessage, sizeof group->asyncMessage,
+               "%s: rank %d: %s (ticket or value %llu); the communicator is aborted",
+               purlinGetErrorName(group->asyncError), (int)rec->rank,
+               persistentWhat(rec->what), (unsigned long long)rec->detail);
     else
       snprintf(group->asyncMessage, sizeof group->asyncMessage,
                "%s: rank %d waited longer than timeoutMs for rank %d in collective #%llu; "

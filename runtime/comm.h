@@ -14,6 +14,7 @@
 #include "runtime/errors.h"
 #include "runtime/plan.h"
 #include "runtime/purlin.h"
+#include "runtime/session.h"
 #include "runtime/symmetric.h"
 #include "snac/dev_comm.h"
 
@@ -57,6 +58,9 @@ struct purlinComm {
    * by the first collective call (runtime/collectives.c). */
   int collReady;
   purlinPlanFacts_t planFacts;
+  /* Sessions (runtime/session.c): while one is open, collectives go to the
+   * rank's megakernel. Used by one thread at a time, like the rest. */
+  purlinSession_t session;
   char lastError[PURLIN_ERROR_MSG_MAX];
 };
 

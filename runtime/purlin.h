@@ -339,8 +339,9 @@ PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device);
  * purlinSuccess. A handle that is not live (never created, or already
  * destroyed) returns purlinInvalidArgument and changes nothing. Not
  * stream-ordered, not capturable; must not run while kernels of the
- * communicator may still run. Thread-safe against calls on other
- * communicators.
+ * communicator may still run. With a session open it returns
+ * purlinInvalidUsage and changes nothing (end the session first).
+ * Thread-safe against calls on other communicators.
  */
 PURLIN_API purlinResult_t purlinCommDestroy(purlinComm_t comm);
 
@@ -352,8 +353,10 @@ PURLIN_API purlinResult_t purlinCommDestroy(purlinComm_t comm);
  * usable. NULL is a no-op; a dead handle returns purlinInvalidArgument.
  * For a rank made by purlinCommInitRank the abort word is this process's
  * only: the host does not reach peer processes, whose device-side waits
- * end by their own timeout (or their own abort). Not stream-ordered, not
- * capturable; thread-safe against calls on other communicators.
+ * end by their own timeout (or their own abort). An open session's
+ * megakernel exits (within microseconds of the abort word) before the
+ * rank's memory is released. Not stream-ordered, not capturable;
+ * thread-safe against calls on other communicators.
  */
 PURLIN_API purlinResult_t purlinCommAbort(purlinComm_t comm);
 
@@ -446,6 +449,68 @@ PURLIN_API purlinResult_t purlinReduceScatterV(const void* sendbuff, void* recvb
 PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
                                           const size_t* counts, purlinDataType_t datatype,
                                           purlinComm_t comm, struct CUstream_st* stream);
+
+/* --- Sessions: the persistent megakernel ---------------------------------
+ *
+ * Inside a session, a rank's collectives are run by its megakernel: a
+ * kernel of config.megakernelCtas CTAs (1..32 for sessions) resident on
+ * the rank's GPU for the whole session, which takes each call as a
+ * descriptor from the rank's ring queue. A call then costs its stream one
+ * small node (enqueue, and wait for completion) instead of a kernel that
+ * the GPU must schedule, and results are the same bits as in eager mode.
+ * Outside a session every call launches its own kernel (eager mode); any
+ * mix of the two keeps the ranks in step.
+ *
+ * Rules. Every rank of the group opens and ends its sessions in the same
+ * order and makes the same collective calls inside each (a graph that
+ * records a session must record the same calls on every rank). Calls on
+ * one communicator run in call order whatever their streams. While a
+ * megakernel is resident, cudaDeviceSynchronize, cudaFree, cudaFreeHost
+ * and the first launch of a kernel not yet loaded wait for it to exit
+ * (CUDA's rule for resident kernels): end the session first, or load your
+ * kernels beforehand (purlinPreloadKernel, or CUDA_MODULE_LOADING=EAGER).
+ * A megakernel that has nothing to run for 4 x config.timeoutMs retires by
+ * itself and the group reports purlinInvalidUsage (a session never ended);
+ * so do enqueues with no megakernel serving. Not thread-safe for one
+ * communicator (use each from one thread at a time, as its collectives).
+ */
+
+/*
+ * Opens a session on `stream`: forks a side stream from it, launches the
+ * rank's megakernel there, and makes `stream` wait until every megakernel
+ * CTA is resident (so later work on `stream` never holds the SMs it
+ * needs; the group reports purlinTimeout when the GPU cannot
+ * hold them within timeoutMs). The first session of a communicator also
+ * allocates its session resources (a side stream, events, a small V-count
+ * block) and loads the kernels it launches. Stream-ordered; capturable (a
+ * captured session's megakernel lives for each replay).
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle);
+ * purlinInvalidUsage (a session is already open on this rank,
+ * megakernelCtas above 32); purlinAborted; purlinUnhandledCudaError.
+ */
+PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t comm, struct CUstream_st* stream);
+
+/*
+ * Ends the rank's open session on `stream` (any stream: it is ordered after
+ * the session's last call): enqueues a retire descriptor after everything
+ * the session was given, and joins the megakernel's side stream back into
+ * `stream`, which continues once the megakernel has exited.
+ * Stream-ordered; capturable.
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle);
+ * purlinInvalidUsage (no session open); purlinUnhandledCudaError.
+ */
+PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st* stream);
+
+/*
+ * Loads kernel `fn` (a __global__ function's address) on the current
+ * device now, so that its first launch while a megakernel is resident does
+ * not wait for the megakernel to exit. Not stream-ordered; thread-safe.
+ * Returns purlinSuccess; purlinInvalidArgument (NULL, or not a kernel of
+ * this program); purlinUnhandledCudaError.
+ */
+PURLIN_API purlinResult_t purlinPreloadKernel(const void* fn);
 
 #ifdef __cplusplus
 } /* extern "C" */

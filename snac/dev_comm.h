@@ -52,6 +52,14 @@ typedef struct purlinErrorRecord_t {
 #define PURLIN_ERROR_WAIT_MISMATCH 2u /* a peer runs a different collective */
 #define PURLIN_ERROR_WAIT_FLAG 3u     /* timed out waiting for a peer's flag */
 #define PURLIN_ERROR_BAD_COUNTS 4u    /* V counts in device memory overflow */
+/* The persistent runtime's (persistent/, graphs/): */
+#define PURLIN_ERROR_IDLE_RETIRE 5u  /* a megakernel idle for timeoutMs: a session never ended */
+#define PURLIN_ERROR_QUEUE_FULL 6u   /* a ring stayed full for timeoutMs */
+#define PURLIN_ERROR_NOT_RESIDENT 7u /* a megakernel's CTAs did not all become resident */
+#define PURLIN_ERROR_NO_SESSION 8u   /* an enqueue with no megakernel serving the ring */
+#define PURLIN_ERROR_BAD_TICKET 9u   /* a wait for a ticket never issued */
+#define PURLIN_ERROR_WAIT_DONE 10u   /* timed out waiting for a descriptor to complete */
+#define PURLIN_ERROR_BAD_DESC 11u    /* a descriptor the megakernel cannot run */
 
 PURLIN_STATIC_ASSERT(sizeof(purlinErrorRecord_t) == 40, "purlinErrorRecord_t layout changed");
 PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come first");

@@ -1,0 +1,168 @@
+/*
+ * nodes.cu -- the node kernels of nodes.h: one thread each, the ring's
+ * producer and waiter sides (persistent/ring.h) with bounded waits.
+ */
+#include "graphs/nodes.h"
+
+#include <cuda/atomic>
+
+#include "persistent/megakernel.h"
+#include "persistent/ring.h"
+#include "snac/throughput.h"
+#include "snac/wait.cuh"
+
+namespace {
+
+/* Waits until ticket t has completed (acquire); false on abort, or after
+ * the timeout plus the megakernel's own bound on the collective. */
+__device__ bool nodeWaitDone(purlinRingWords_t* w, uint64_t t, SnacState* st) {
+  uint64_t start = 0;
+  for (uint32_t spins = 1;; ++spins) {
+    if (purlinRingIsDone(purlinRingCompleted(w), t)) return true;
+    if ((spins & 1023u) == 0) {
+      if (st->rec->abort != 0) return false;
+      const uint64_t now = snacGlobalTimerNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > 2 * st->timeoutNs) {
+        snacRaise(st, (uint32_t)purlinTimeout, PURLIN_ERROR_WAIT_DONE, -1, t);
+        return false;
+      }
+    }
+  }
+}
+
+template <int MAXC>
+struct EnqueueParams {
+  purlinDevComm_t* dc;
+  purlinCollDesc_t d;
+  uint64_t* countsBlock;
+  uint32_t countsPerSlot;
+  uint32_t n;
+  int wait;
+  uint64_t counts[MAXC];
+};
+
+template <int MAXC>
+__global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ EnqueueParams<MAXC> p) {
+  if (threadIdx.x != 0) return;
+  purlinControl_t* c = (purlinControl_t*)p.dc;
+  const purlinRing_t ring = purlinRingOf(c);
+  SnacState st;
+  snacInit(&st, p.dc, p.dc->rank, 0, 0);
+  /* A ring no megakernel serves would never complete what it is given. */
+  if (cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(purlinMegakernelWordsOf(c)->serving)
+          .load(cuda::memory_order_acquire) == 0) {
+    if (st.rec->abort == 0)
+      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_NO_SESSION, -1, 0);
+    return;
+  }
+  const uint64_t t = purlinRingTake(ring.w, 1);
+  uint64_t start = 0;
+  for (uint32_t spins = 1; !purlinRingHasRoom(ring.w, t); ++spins) {
+    if ((spins & 1023u) == 0) {
+      if (st.rec->abort != 0) return;
+      const uint64_t now = snacGlobalTimerNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > st.timeoutNs) {
+        snacRaise(&st, (uint32_t)purlinTimeout, PURLIN_ERROR_QUEUE_FULL, -1, t);
+        return;
+      }
+    }
+  }
+  purlinCollDesc_t d = p.d;
+  if (MAXC > 0 && p.n > 0) {
+    uint64_t* block = p.countsBlock + (t & (PURLIN_RING_SLOTS - 1)) * p.countsPerSlot;
+    for (uint32_t i = 0; i < p.n; ++i) block[i] = p.counts[i];
+    d.counts = (uint64_t)(uintptr_t)block;
+  }
+  purlinRingPublish(ring, t, &d);
+  if (p.wait) nodeWaitDone(ring.w, t, &st);
+}
+
+__global__ void __launch_bounds__(32) waitAllKernel(purlinDevComm_t* dc) {
+  if (threadIdx.x != 0) return;
+  purlinRingWords_t* w = purlinRingOf((purlinControl_t*)dc).w;
+  SnacState st;
+  snacInit(&st, dc, dc->rank, 0, 0);
+  const uint64_t taken = purlinRingTaken(w);
+  if (taken != purlinRingCompleted(w)) nodeWaitDone(w, taken - 1, &st);
+}
+
+__global__ void __launch_bounds__(32) residentKernel(purlinDevComm_t* dc, int ctas) {
+  if (threadIdx.x != 0) return;
+  purlinMegakernelWords_t* mw = purlinMegakernelWordsOf((purlinControl_t*)dc);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> arrived(mw->arrived);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> departed(mw->departed);
+  SnacState st;
+  snacInit(&st, dc, dc->rank, 0, 0);
+  uint64_t start = 0;
+  /* One megakernel per rank at a time (sessions are stream-ordered), so
+   * arrived - departed counts this one's resident CTAs. Acquire: pairs
+   * with each CTA's release of `arrived`. */
+  for (uint32_t spins = 1;; ++spins) {
+    const uint64_t gone = departed.load(cuda::memory_order_acquire);
+    if (arrived.load(cuda::memory_order_acquire) - gone >= (uint64_t)ctas) return;
+    if ((spins & 1023u) == 0) {
+      if (st.rec->abort != 0) return;
+      const uint64_t now = snacGlobalTimerNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > st.timeoutNs) {
+        snacRaise(&st, (uint32_t)purlinTimeout, PURLIN_ERROR_NOT_RESIDENT, -1, ctas);
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDesc_t* d,
+                                         const purlinNodeCounts_t* counts, int wait,
+                                         cudaStream_t stream) {
+  if (counts != NULL && counts->n > 0) {
+    if (counts->n > PURLIN_THROUGHPUT_MAX_COUNTS || counts->n > counts->countsPerSlot)
+      return cudaErrorInvalidValue;
+    EnqueueParams<PURLIN_THROUGHPUT_MAX_COUNTS> p;
+    p.dc = dc;
+    p.d = *d;
+    p.countsBlock = counts->countsBlock;
+    p.countsPerSlot = counts->countsPerSlot;
+    p.n = counts->n;
+    p.wait = wait;
+    for (uint32_t i = 0; i < counts->n; ++i) p.counts[i] = counts->host[i];
+    enqueueKernel<PURLIN_THROUGHPUT_MAX_COUNTS><<<1, 32, 0, stream>>>(p);
+  } else {
+    EnqueueParams<1> p;
+    p.dc = dc;
+    p.d = *d;
+    p.countsBlock = NULL;
+    p.countsPerSlot = 0;
+    p.n = 0;
+    p.wait = wait;
+    p.counts[0] = 0;
+    enqueueKernel<1><<<1, 32, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t purlinNodeWaitAll(purlinDevComm_t* dc, cudaStream_t stream) {
+  waitAllKernel<<<1, 32, 0, stream>>>(dc);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t purlinNodeResident(purlinDevComm_t* dc, int ctas, cudaStream_t stream) {
+  residentKernel<<<1, 32, 0, stream>>>(dc, ctas);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t purlinNodePreload(void) {
+  cudaFuncAttributes a;
+  cudaError_t e = cudaFuncGetAttributes(&a, enqueueKernel<1>);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, enqueueKernel<PURLIN_THROUGHPUT_MAX_COUNTS>);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, waitAllKernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, residentKernel);
+  return e;
+}

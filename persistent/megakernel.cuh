@@ -1,0 +1,308 @@
+/*
+ * megakernel.cuh -- the persistent megakernel (megakernel.h says what it
+ * does): a loop over the ring's descriptors that runs SNAC's team routines
+ * for each, for one Atom. Included by one .cu per Atom (megakernel_<atom>.cu)
+ * so that their instantiations compile in parallel.
+ *
+ * Order and epochs. CTA 0 alone reads the ring; the epoch of every
+ * descriptor is the megakernel's count in registers (snac/epoch.cuh), one
+ * per descriptor in ticket order, which every rank's megakernel runs in the
+ * same order (the queue is matched across ranks by ticket). The cross-CTA
+ * order that snacEpochNext gives an executor is given here by the mailbox:
+ * a descriptor that needs CTAs beyond 0 is posted to all of them (release)
+ * and completes only after every one reported its finish (acq_rel on the
+ * finish counter, acquire by CTA 0), and CTA 0 posts nothing new before
+ * that. So no CTA starts epoch e+1 before every CTA of this rank finished
+ * e -- the rule the staging halves need -- and a run of descriptors that
+ * CTA 0 runs alone (the small AllReduce of decode) costs no cross-CTA
+ * step at all.
+ */
+#ifndef PURLIN_PERSISTENT_MEGAKERNEL_CUH_
+#define PURLIN_PERSISTENT_MEGAKERNEL_CUH_
+
+#include <cuda/atomic>
+#include <stdint.h>
+
+#include "atoms/atoms.cuh"
+#include "persistent/megakernel.h"
+#include "persistent/ring.h"
+#include "snac/epoch.cuh"
+#include "snac/latency.cuh"
+#include "snac/throughput.cuh"
+#include "snac/wait.cuh"
+
+/* The routine of one descriptor on one team, one function per path,
+ * datatype and op: __noinline__, so that the megakernel's loop stays small
+ * in the instruction cache and ptxas allocates registers per routine (as
+ * one inlined body the ~60 routines took ptxas over 5 minutes per Atom). */
+template <bool R, purlinDataType_t D, purlinRedOp_t O>
+static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
+                                                      const purlinCollDesc_t* d,
+                                                      purlinDevComm_t* dc, SnacLatencyCall* lat) {
+  if (!snacLatencyCallFromDesc(*t, d, dc, e, lat)) return;
+  if (R && (d->flags & PURLIN_DESC_SMALL_AR) != 0)
+    snacLatencyAllReduce<D, O>(*t, snacEpochIs(e), lat->a);
+  else
+    snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
+}
+
+template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
+static __device__ __noinline__ void megakernelThroughput(const SnacTeam* t, uint64_t e,
+                                                         const purlinCollDesc_t* d,
+                                                         purlinDevComm_t* dc,
+                                                         SnacThroughputSmem* tp,
+                                                         unsigned char* atomSmem) {
+  purlinThroughputArgs_t a;
+  purlinThroughputArgsFromDesc(d, dc, dc->nranks, &a);
+  snacThroughputRun<A, R, D, O>(*t, e, a, NULL, tp, atomSmem);
+}
+
+template <typename A>
+struct MegakernelRun {
+  const SnacTeam* t;
+  uint64_t e;
+  const purlinCollDesc_t* d;
+  purlinDevComm_t* dc;
+  SnacLatencyCall* lat;
+  SnacThroughputSmem* tp;
+  unsigned char* atomSmem;
+
+  template <bool R, purlinDataType_t D, purlinRedOp_t O>
+  __device__ __forceinline__ void go() const {
+    if (d->path == purlinPathLatency) megakernelLatency<R, D, O>(t, e, d, dc, lat);
+    else megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
+  }
+
+  template <purlinDataType_t D>
+  __device__ __forceinline__ void withOp() const {
+    switch (d->op) {
+      case purlinSum: go<true, D, purlinSum>(); break;
+      case purlinMax: go<true, D, purlinMax>(); break;
+      case purlinMin: go<true, D, purlinMin>(); break;
+      default: break; /* refused by the host's checks */
+    }
+  }
+
+  __device__ __forceinline__ void operator()() const {
+    if (!purlinCollReduces((purlinCollective_t)d->coll)) {
+      go<false, purlinFloat32, purlinSum>();
+      return;
+    }
+    switch (d->dtype) {
+      case purlinFloat32: withOp<purlinFloat32>(); break;
+      case purlinFloat16: withOp<purlinFloat16>(); break;
+      case purlinBfloat16: withOp<purlinBfloat16>(); break;
+      case purlinFp8E4M3: withOp<purlinFp8E4M3>(); break;
+      case purlinFp8E5M2: withOp<purlinFp8E5M2>(); break;
+      case purlinInt32: withOp<purlinInt32>(); break;
+      default: break;
+    }
+  }
+};
+
+/* This CTA's part of descriptor d with epoch e: the team is the
+ * descriptor's first d->ctas CTAs and first d->threads threads of each; a
+ * team narrower than the CTA synchronises on named barrier 1. */
+template <typename A>
+static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, uint64_t e,
+                                                     purlinDevComm_t* dc, SnacLatencyCall* lat,
+                                                     SnacThroughputSmem* tp,
+                                                     unsigned char* atomSmem) {
+  if ((int)blockIdx.x >= d->ctas || (int)threadIdx.x >= d->threads) return;
+  const int bar = d->threads == (int)blockDim.x ? 0 : 1;
+  const SnacTeam t = snacTeamOfCtas(0, d->ctas, d->threads, bar);
+  MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem};
+  run();
+}
+
+/* Whether the megakernel can run descriptor d without faulting: the host
+ * API's descriptors always pass (the plan made them for this executor); a
+ * descriptor from a user kernel's purlinDevEnqueue may not. */
+static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* d) {
+  /* The latency routines take any whole warps (the eager kernel's 256 is
+   * its launch bound); the throughput path's Atoms take at most 512. */
+  const int maxThreads = d->path == purlinPathLatency ? (int)blockDim.x
+                                                      : PURLIN_THROUGHPUT_THREADS;
+  return d->coll <= purlinCollAllToAllV && d->dtype <= purlinInt32 &&
+         (d->path == purlinPathLatency || d->path == purlinPathThroughput) && d->ctas >= 1 &&
+         d->ctas <= (int)gridDim.x && d->threads >= 32 && d->threads <= maxThreads &&
+         d->threads % 32 == 0;
+}
+
+/* Polls for ticket h as CTA 0's thread 0: true when it is published; false
+ * on abort, or after PURLIN_MEGAKERNEL_IDLE_TIMEOUTS x timeoutMs with
+ * nothing published (the idle retire, reported: a session that was never
+ * ended). Longer than any wait's bound, so that a rank that never calls
+ * is reported as the timeout it causes in its peers, not as idleness. */
+static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st) {
+  uint64_t start = 0;
+  for (uint32_t spins = 1;; ++spins) {
+    if (purlinRingPublished(ring, h)) return true;
+    if ((spins & 1023u) == 0) {
+      if (st->rec->abort != 0) return false;
+      const uint64_t now = snacGlobalTimerNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > PURLIN_MEGAKERNEL_IDLE_TIMEOUTS * st->timeoutNs) {
+        snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_IDLE_RETIRE, -1, h);
+        return false;
+      }
+    }
+  }
+}
+
+/* Waits, as one thread, until the 64-bit word reaches `value` (acquire,
+ * device scope); bounded by the abort word and `bound` x timeoutMs (chosen
+ * above the writer's own bound: a finish comes within one collective's,
+ * a post within CTA 0's idle time). False on abort or timeout (reported). */
+static __device__ __noinline__ bool megakernelWaitWord(uint64_t* word, uint64_t value,
+                                                       SnacState* st, uint32_t what,
+                                                       uint64_t bound) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> w(*word);
+  uint64_t start = 0;
+  for (uint32_t spins = 1;; ++spins) {
+    if ((int64_t)(w.load(cuda::memory_order_acquire) - value) >= 0) return true;
+    if ((spins & 1023u) == 0) {
+      if (st->rec->abort != 0) return false;
+      const uint64_t now = snacGlobalTimerNs();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > bound * st->timeoutNs) {
+        snacRaise(st, (uint32_t)purlinTimeout, what, -1, value);
+        return false;
+      }
+    }
+  }
+}
+
+template <typename A>
+static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
+  extern __shared__ __align__(128) unsigned char atomSmem[];
+  __shared__ SnacThroughputSmem tp;
+  __shared__ SnacLatencyCall lat;
+  __shared__ purlinCollDesc_t desc;
+  __shared__ uint64_t descEpoch;
+  __shared__ int stop;
+  purlinControl_t* c = (purlinControl_t*)dc;
+  purlinMegakernelWords_t* mw = purlinMegakernelWordsOf(c);
+  const purlinRing_t ring = purlinRingOf(c);
+  const SnacTeam all = snacTeamOfLaunch();
+  const bool lead = threadIdx.x == 0;
+  const uint64_t others = gridDim.x - 1;
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> arrived(mw->arrived);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> postGen(mw->postGen);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> finished(mw->finished);
+
+  /* The completed count: the epoch of the next descriptor is last + 1. */
+  uint64_t last = snacEpochBegin(dc, all) - 1;
+  SnacState st;
+  snacInit(&st, dc, dc->rank, last + 1, 0);
+  if (lead) {
+    if (blockIdx.x == 0) mw->serving = 1;
+    /* Release: the session's resident node (graphs/nodes.cu) acquires the
+     * count, and sees `serving` with it. */
+    arrived.fetch_add(1, cuda::memory_order_release);
+  }
+
+  if (blockIdx.x == 0) {
+    uint64_t h = purlinRingCompleted(ring.w);
+    uint64_t gen = postGen.load(cuda::memory_order_relaxed);
+    uint64_t fin = finished.load(cuda::memory_order_relaxed);
+    for (;;) {
+      if (lead) {
+        stop = 0;
+        if (!megakernelNext(ring, h, &st)) {
+          stop = 1;
+        } else {
+          purlinRingRead(ring, h, &desc);
+          if (desc.flags & PURLIN_DESC_RETIRE) {
+            stop = 2;
+          } else if (!megakernelDescOk(&desc)) {
+            snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_DESC, -1, h);
+            stop = 1;
+          }
+        }
+        descEpoch = last + 1;
+      }
+      __syncthreads();
+      const int why = stop;
+      /* A descriptor beyond CTA 0, and the end, go to every other CTA. */
+      if (lead && others > 0 && (why != 0 || desc.ctas > 1)) {
+        if (why != 0) desc.flags = PURLIN_DESC_RETIRE;
+        mw->post = desc;
+        mw->postEpoch = why != 0 ? last : last + 1;
+        /* Release: the post's fields before its number. */
+        postGen.store(++gen, cuda::memory_order_release);
+      }
+      if (why != 0) {
+        /* The retire descriptor completes too, or the next session's
+         * megakernel (which starts at the completed count) would take it
+         * again and retire at once. */
+        if (lead && why == 2) purlinRingComplete(ring.w, h + 1);
+        break;
+      }
+      megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem);
+      __syncthreads();
+      if (lead) {
+        bool ok = true;
+        if (others > 0 && desc.ctas > 1) {
+          fin += others;
+          ok = megakernelWaitWord(&mw->finished, fin, &st, PURLIN_ERROR_WAIT_FLAG, 2);
+        }
+        /* Release: the outputs of every CTA (ordered before by the
+         * barrier and the finish counter) before the completion that a
+         * waiter acquires; it also frees the slot. */
+        if (ok) purlinRingComplete(ring.w, h + 1);
+      }
+      ++h;
+      ++last;
+    }
+    if (lead) {
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->serving)
+          .store(0, cuda::memory_order_relaxed);
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->sessions)
+          .fetch_add(1, cuda::memory_order_release);
+    }
+  } else {
+    uint64_t gen = postGen.load(cuda::memory_order_relaxed);
+    for (;;) {
+      if (lead) {
+        stop = 0;
+        if (!megakernelWaitWord(&mw->postGen, gen + 1, &st, PURLIN_ERROR_WAIT_FLAG,
+                                PURLIN_MEGAKERNEL_IDLE_TIMEOUTS + 2)) {
+          stop = 1;
+        } else {
+          desc = mw->post;
+          descEpoch = mw->postEpoch;
+          if (desc.flags & PURLIN_DESC_RETIRE) stop = 2;
+        }
+        ++gen;
+      }
+      __syncthreads();
+      if (stop == 2) last = descEpoch;
+      if (stop != 0) break;
+      megakernelRun<A>(&desc, descEpoch, dc, &lat, &tp, atomSmem);
+      last = descEpoch;
+      __syncthreads();
+      /* acq_rel: this CTA's part (ordered before by the barrier) before
+       * CTA 0's acquire of the count. */
+      if (lead) finished.fetch_add(1, cuda::memory_order_acq_rel);
+    }
+  }
+  snacEpochEnd(dc, all, last);
+  if (lead)
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->departed)
+        .fetch_add(1, cuda::memory_order_release);
+}
+
+/* The megakernel of Atom A. Its body is compiled only for the
+ * architectures whose Atom A is (PURLIN_ATOM_NATIVE, atoms/atoms.cuh): the
+ * runtime launches a GPU's own Atom's megakernel only, and each body costs
+ * ptxas minutes per architecture. */
+template <typename A>
+__global__ void __launch_bounds__(PURLIN_MEGAKERNEL_THREADS, 1)
+    purlinMegakernel(purlinDevComm_t* dc) {
+  if constexpr (A::kind == PURLIN_ATOM_NATIVE) megakernelBody<A>(dc);
+}
+
+#endif /* PURLIN_PERSISTENT_MEGAKERNEL_CUH_ */

@@ -1,0 +1,99 @@
+/*
+ * megakernel.h -- the persistent megakernel of one rank, host-visible part:
+ * the words it shares with the session's nodes (graphs/nodes.h) and its
+ * launch. The kernel itself is in megakernel.cuh; the ring it serves in
+ * ring.h. Plain C.
+ *
+ * A megakernel runs `ctas` CTAs of PURLIN_MEGAKERNEL_THREADS threads, all
+ * resident for one session. CTA 0 takes the ring's descriptors in ticket
+ * order and runs each with its first d->ctas CTAs (the plan's team, at most
+ * the megakernel's); when a descriptor needs more than CTA 0 it posts it to
+ * the other CTAs through a mailbox and gathers their finish before the
+ * descriptor completes. A retire descriptor, the abort word, or an idle
+ * time of PURLIN_MEGAKERNEL_IDLE_TIMEOUTS x timeoutMs ends it (the last reported as an
+ * error: a session that was never ended).
+ */
+#ifndef PURLIN_PERSISTENT_MEGAKERNEL_H_
+#define PURLIN_PERSISTENT_MEGAKERNEL_H_
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atoms/atom.h"
+#include "persistent/ring.h"
+#include "snac/descriptor.h"
+#include "snac/dev_comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PURLIN_MEGAKERNEL_THREADS 512
+/* A megakernel with nothing to run retires after this many timeoutMs. */
+#define PURLIN_MEGAKERNEL_IDLE_TIMEOUTS 4
+/* The most CTAs a megakernel runs: one epoch word each. */
+#define PURLIN_MEGAKERNEL_MAX_CTAS PURLIN_CTRL_EPOCH_WORDS
+
+/* The megakernel's words, in the second half of
+ * purlinControl_t.ringCounters. Every counter is monotonic. */
+typedef struct purlinMegakernelWords_t {
+  uint64_t arrived;  /* megakernel CTAs that started */
+  uint64_t departed; /* megakernel CTAs that exited */
+  uint64_t serving;  /* 1 while a megakernel serves the ring (CTA 0) */
+  uint64_t sessions; /* megakernels that exited (CTA 0) */
+  uint8_t pad0[96];
+  /* The mailbox from CTA 0 to the other CTAs: the descriptor, the epoch
+   * it runs with (for a retire: the last epoch run), and the post number,
+   * stored last with release. */
+  purlinCollDesc_t post;
+  uint64_t postEpoch;
+  uint64_t postGen;
+  uint8_t pad1[48];
+  uint64_t finished; /* other CTAs' finishes of posted descriptors */
+} purlinMegakernelWords_t;
+
+PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, post) == 128, "megakernel: mailbox");
+PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, finished) == 256,
+                     "megakernel: finish counter on its own line");
+PURLIN_STATIC_ASSERT(sizeof(purlinRingWords_t) + sizeof(purlinMegakernelWords_t) <=
+                         PURLIN_CTRL_RING_COUNTER_BYTES,
+                     "the megakernel's words fit the ring counter area");
+
+/* purlinCollDesc_t.flags of the descriptor that ends a session. */
+#define PURLIN_DESC_RETIRE 0x80u
+
+#ifdef __cplusplus
+#define PURLIN_MEGAKERNEL_HD static __host__ __device__ __forceinline__
+#else
+#define PURLIN_MEGAKERNEL_HD static inline
+#endif
+
+PURLIN_MEGAKERNEL_HD purlinMegakernelWords_t* purlinMegakernelWordsOf(purlinControl_t* c) {
+  return (purlinMegakernelWords_t*)(void*)(c->ringCounters + PURLIN_CTRL_RING_COUNTER_BYTES / 2);
+}
+
+/* Dynamic shared memory of a megakernel running `atom` (its Atom's). */
+int purlinMegakernelSmemBytes(purlinAtomKind_t atom);
+
+/* Whether there is a megakernel for `atom` (the Ampere and Hopper Atoms). */
+int purlinMegakernelHasAtom(purlinAtomKind_t atom);
+
+/* Launches the megakernel of the rank whose context is `dc` on `stream`:
+ * `ctas` CTAs (1..PURLIN_MEGAKERNEL_MAX_CTAS) running `atom` on the
+ * throughput path. Stream-ordered and capturable; the caller makes the
+ * CTAs co-resident (and checks it: graphs/nodes.h). Returns the launch's
+ * CUDA error. */
+cudaError_t purlinMegakernelLaunch(purlinDevComm_t* dc, purlinAtomKind_t atom, int ctas,
+                                   cudaStream_t stream);
+
+/* Loads the megakernel of `atom` on the current device (and sets its
+ * shared-memory attribute), so that launching it never waits for a
+ * module load. */
+cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PURLIN_PERSISTENT_MEGAKERNEL_H_ */

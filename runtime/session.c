@@ -1,0 +1,243 @@
+/*
+ * session.c -- sessions (purlinSessionBegin/End, purlin.h) and the
+ * persistent transport of session.h: the megakernel launched on a side
+ * stream forked from the session's stream, and each call in the session an
+ * enqueue-and-wait node on its stream. Everything here is stream-ordered
+ * and capturable: a captured decode step is SessionBegin, its collectives,
+ * SessionEnd, and the megakernel lives for exactly one replay.
+ */
+#include "runtime/session.h"
+
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atoms/policy.h"
+#include "graphs/nodes.h"
+#include "persistent/megakernel.h"
+#include "persistent/ring.h"
+#include "runtime/coll_check.h"
+#include "runtime/comm.h"
+#include "runtime/errors.h"
+
+static purlinResult_t sessionFail(purlinComm_t comm, purlinResult_t r) {
+  if (r != purlinSuccess)
+    snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+  return r;
+}
+
+/* The communicator's first session makes what every session uses: the
+ * side stream and events, the V-count blocks, and the kernels loaded (a
+ * kernel loaded lazily while a megakernel is resident would wait for it to
+ * exit: DESIGN.md section 5). cudaMalloc is not allowed in a global-mode
+ * capture, so the thread's capture mode is relaxed around it (what
+ * PyTorch's caching allocator does). */
+static purlinResult_t sessionMake(purlinComm_t comm) {
+  purlinSession_t* s = &comm->session;
+  if (s->made) return purlinSuccess;
+  purlinResult_t res = purlinSuccess;
+  const purlinPlanFacts_t* f = &comm->planFacts;
+  s->atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
+  s->ctas = comm->config.megakernelCtas;
+  s->countsPerSlot = (uint32_t)(comm->nranks * comm->nranks);
+  s->facts = *f;
+  s->facts.executorCtas = s->ctas;
+  s->facts.executorThreads = PURLIN_MEGAKERNEL_THREADS;
+  s->facts.executorSmemBytes = purlinMegakernelSmemBytes(s->atom);
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  PURLIN_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  PURLIN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->chain, cudaEventDisableTiming), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(cudaMalloc((void**)&s->countsBlock, (size_t)PURLIN_RING_SLOTS *
+                                                                 s->countsPerSlot *
+                                                                 sizeof(uint64_t)),
+                         res, fail);
+  PURLIN_CUDA_CHECK_GOTO(purlinMegakernelPreload(s->atom), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(purlinNodePreload(), res, fail);
+  s->made = 1;
+fail:
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  if (!s->made) {
+    purlinSessionRelease(comm);
+    memset(s, 0, sizeof *s);
+  }
+  return res;
+}
+
+void purlinSessionRelease(purlinComm_t comm) {
+  purlinSession_t* s = &comm->session;
+  if (s->countsBlock != NULL) cudaFree(s->countsBlock);
+  if (s->chain != NULL) cudaEventDestroy(s->chain);
+  if (s->join != NULL) cudaEventDestroy(s->join);
+  if (s->fork != NULL) cudaEventDestroy(s->fork);
+  if (s->side != NULL) cudaStreamDestroy(s->side);
+  s->countsBlock = NULL;
+  s->chain = s->join = s->fork = NULL;
+  s->side = NULL;
+  s->made = 0;
+}
+
+/* Calls on one communicator run in call order whatever their streams: a
+ * call on another stream than the session's previous call first waits for
+ * that call's node (an event; in a capture, an edge of the graph). This is
+ * also what keeps every rank's ring in the same order. */
+static purlinResult_t sessionOrder(purlinComm_t comm, cudaStream_t stream) {
+  purlinSession_t* s = &comm->session;
+  if (stream != s->last) {
+    PURLIN_CUDA_CHECK(cudaEventRecord(s->chain, s->last));
+    PURLIN_CUDA_CHECK(cudaStreamWaitEvent(stream, s->chain, 0));
+    s->last = stream;
+  }
+  return purlinSuccess;
+}
+
+purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
+                                   const uint64_t* hostCounts, cudaStream_t stream) {
+  purlinSession_t* s = &comm->session;
+  purlinNodeCounts_t counts;
+  memset(&counts, 0, sizeof counts);
+  if (hostCounts != NULL && purlinCollIsV((purlinCollective_t)d->coll)) {
+    counts.countsBlock = s->countsBlock;
+    counts.countsPerSlot = s->countsPerSlot;
+    counts.n = (uint32_t)(d->coll == purlinCollAllToAllV ? comm->nranks * comm->nranks
+                                                          : comm->nranks);
+    counts.host = hostCounts;
+  }
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  purlinResult_t res = sessionOrder(comm, stream);
+  if (res == purlinSuccess) {
+    cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, 1, stream);
+    if (err != cudaSuccess) res = purlinCudaError(err, "purlinNodeEnqueue", __FILE__, __LINE__);
+  }
+  if (prev != comm->device) cudaSetDevice(prev);
+  return res;
+}
+
+/* The checks both ends share. */
+static purlinResult_t sessionCheck(purlinComm_t comm, const char* fn) {
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommCheckHandle(comm, fn));
+  purlinResult_t async = purlinSuccess;
+  if (purlinCommFailed(comm)) PURLIN_CHECK(purlinCommGetAsyncError(comm, &async));
+  if (async != purlinSuccess)
+    return sessionFail(comm, PURLIN_ERROR(purlinAborted, "%s: the communicator is aborted (%s)",
+                                          fn, purlinGetLastError(comm)));
+  return purlinSuccess;
+}
+
+/* A megakernel shares the GPU's hardware work queues with every other
+ * stream of the process (CUDA_DEVICE_MAX_CONNECTIONS of them, 8 unless set
+ * before CUDA starts; at most 32): a rank's nodes queued behind another
+ * rank's resident megakernel in one hardware queue would wait for it to
+ * exit -- a hang until the timeout, measured with 8 ranks on one H200. Each
+ * rank of this process on this GPU needs two queues (its stream and its
+ * megakernel's), so more ranks than that are refused with the remedy. */
+static purlinResult_t sessionQueues(purlinComm_t comm) {
+  int ranks = 1;
+  if (comm->group->localRank == -1) {
+    ranks = 0;
+    for (int r = 0; r < comm->nranks; ++r) ranks += comm->group->devices[r] == comm->device;
+  }
+  int queues = 8;
+  const char* env = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (env != NULL && atoi(env) > 0) queues = atoi(env) < 32 ? atoi(env) : 32;
+  PURLIN_RETURN_IF(2 * ranks > queues, purlinInvalidUsage,
+                   "purlinSessionBegin: %d ranks of this process share GPU %d, and each rank's "
+                   "session needs 2 of CUDA's %d hardware queues; set "
+                   "CUDA_DEVICE_MAX_CONNECTIONS=%d (at most 32) before CUDA starts",
+                   ranks, comm->device, queues, 2 * ranks > 32 ? 32 : 2 * ranks);
+  return purlinSuccess;
+}
+
+PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t comm, struct CUstream_st* stream) {
+  PURLIN_CHECK(sessionCheck(comm, "purlinSessionBegin"));
+  purlinSession_t* s = &comm->session;
+  if (s->open)
+    return sessionFail(comm, PURLIN_ERROR(purlinInvalidUsage,
+                                          "purlinSessionBegin: rank %d already has a session "
+                                          "open; end it first (purlinSessionEnd)",
+                                          comm->rank));
+  if (comm->config.megakernelCtas > PURLIN_MEGAKERNEL_MAX_CTAS)
+    return sessionFail(
+        comm, PURLIN_ERROR(purlinInvalidUsage,
+                           "purlinSessionBegin: config.megakernelCtas is %d; a session's "
+                           "megakernel runs at most %d CTAs",
+                           comm->config.megakernelCtas, PURLIN_MEGAKERNEL_MAX_CTAS));
+  PURLIN_CHECK(sessionFail(comm, sessionQueues(comm)));
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  purlinResult_t res = purlinCollPrepare(comm);
+  if (res == purlinSuccess) {
+    const purlinPlanFacts_t* f = &comm->planFacts;
+    const purlinAtomKind_t atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
+    if (!purlinMegakernelHasAtom(atom))
+      res = PURLIN_ERROR(purlinInvalidUsage,
+                         "purlinSessionBegin: sessions need a GPU of compute capability 8.0 or "
+                         "later (this group's is %d.%d); use eager mode",
+                         f->cc / 10, f->cc % 10);
+  }
+  if (res == purlinSuccess) res = sessionMake(comm);
+  if (res == purlinSuccess) {
+    /* Fork, launch, and hold `stream` until every CTA is resident, so
+     * that later work on it never takes the SMs the megakernel needs. */
+    PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->fork, stream), res, out);
+    PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->side, s->fork, 0), res, out);
+    PURLIN_CUDA_CHECK_GOTO(purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->side), res,
+                           out);
+    PURLIN_CUDA_CHECK_GOTO(purlinNodeResident(comm->devComm, s->ctas, stream), res, out);
+    s->open = 1;
+    s->last = stream;
+  }
+out:
+  if (prev != comm->device) cudaSetDevice(prev);
+  return sessionFail(comm, res);
+}
+
+PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st* stream) {
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinSessionEnd"));
+  purlinSession_t* s = &comm->session;
+  if (!s->open)
+    return sessionFail(comm, PURLIN_ERROR(purlinInvalidUsage,
+                                          "purlinSessionEnd: rank %d has no session open",
+                                          comm->rank));
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  purlinResult_t res = sessionOrder(comm, stream);
+  if (res == purlinSuccess) {
+    /* The retire descriptor is the session's last ticket: the megakernel
+     * runs everything before it, writes its epochs back and exits; the
+     * join makes `stream` wait for that. An aborted or idle-retired
+     * megakernel has exited already, and the retire node reports it
+     * without enqueueing. */
+    purlinCollDesc_t d;
+    memset(&d, 0, sizeof d);
+    d.flags = PURLIN_DESC_RETIRE;
+    PURLIN_CUDA_CHECK_GOTO(purlinNodeEnqueue(comm->devComm, &d, NULL, 0, stream), res, out);
+    PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->join, s->side), res, out);
+    PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, s->join, 0), res, out);
+    s->open = 0;
+    s->last = NULL;
+  }
+out:
+  if (prev != comm->device) cudaSetDevice(prev);
+  return sessionFail(comm, res);
+}
+
+PURLIN_API purlinResult_t purlinPreloadKernel(const void* fn) {
+  purlinClearThreadError();
+  PURLIN_RETURN_IF(fn == NULL, purlinInvalidArgument, "purlinPreloadKernel: fn is NULL");
+  struct cudaFuncAttributes a;
+  cudaError_t err = cudaFuncGetAttributes(&a, fn);
+  PURLIN_RETURN_IF(err == cudaErrorInvalidDeviceFunction, purlinInvalidArgument,
+                   "purlinPreloadKernel: %p is not a kernel of this program", fn);
+  PURLIN_CUDA_CHECK(err);
+  return purlinSuccess;
+}

@@ -1,0 +1,57 @@
+/*
+ * session.h -- the persistent transport: while a session is open on a
+ * communicator (purlinSessionBegin/End, purlin.h), each collective call is
+ * planned for the rank's resident megakernel and handed to it as a
+ * descriptor through the ring (persistent/), by an enqueue node on the
+ * caller's stream (graphs/nodes.h), instead of launching a kernel (the
+ * eager transport, eager.h).
+ */
+#ifndef PURLIN_RUNTIME_SESSION_H_
+#define PURLIN_RUNTIME_SESSION_H_
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "atoms/atom.h"
+#include "runtime/plan.h"
+#include "runtime/purlin.h"
+#include "snac/descriptor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A communicator's session state (in struct purlinComm). The resources are
+ * made at its first session and kept until the communicator goes. */
+typedef struct purlinSession_t {
+  int open;
+  int made;               /* the resources below exist */
+  int ctas;               /* the megakernel's CTAs */
+  purlinAtomKind_t atom;  /* its throughput Atom */
+  cudaStream_t side;      /* the megakernel's stream, forked from the session's */
+  cudaEvent_t fork, join; /* begin's fork and end's join */
+  cudaEvent_t chain;      /* orders calls on different streams in call order */
+  cudaStream_t last;      /* the stream of the session's last call */
+  uint64_t* countsBlock;  /* host V counts, one block per ring slot */
+  uint32_t countsPerSlot;
+  purlinPlanFacts_t facts; /* the communicator's, with the megakernel as executor */
+} purlinSession_t;
+
+struct purlinComm;
+
+/* Carries out a planned call in the open session: orders it after the
+ * session's previous call when that was on another stream, then records
+ * its enqueue-and-wait node on `stream`. `hostCounts` as for
+ * purlinEagerLaunch. */
+purlinResult_t purlinSessionLaunch(struct purlinComm* comm, const purlinCollDesc_t* d,
+                                   const uint64_t* hostCounts, cudaStream_t stream);
+
+/* Releases the session's resources (the communicator is going; no session
+ * is open, or it was aborted). */
+void purlinSessionRelease(struct purlinComm* comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PURLIN_RUNTIME_SESSION_H_ */
