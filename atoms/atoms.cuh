@@ -93,6 +93,15 @@ typedef purlinAtomHopperPipe<PURLIN_HOPPER_STAGES, PURLIN_HOPPER_STAGE_BYTES> pu
 #define PURLIN_ATOM_NATIVE purlinAtomGeneric
 #endif
 
+/* The compute capability device code is being compiled for (e.g. 90), 0
+ * in host code: for code whose build cost makes it worth compiling for
+ * some architectures only (the persistent megakernel). */
+#if defined(__CUDA_ARCH__)
+#define PURLIN_ARCH_CC (__CUDA_ARCH__ / 10)
+#else
+#define PURLIN_ARCH_CC 0
+#endif
+
 /* Calls f.template run<AtomT>() for the Atom type of `kind`; false for
  * values outside the enum. The host picks `kind` (purlinAtomSupported,
  * atoms/policy.h); kernels are instantiated for every Atom. */

@@ -2,30 +2,21 @@
  * megakernel.cu -- the megakernel's launch (megakernel.h): the kernel of
  * the Atom asked for, its shared-memory attribute set once per device.
  *
- * There is a megakernel for the Ampere and the Hopper Atom only: those are
- * the Atoms of every architecture purlin is built for (sm_80 and later,
- * third_party/cuda/cuda.bzl), and each megakernel costs ptxas minutes per
- * architecture (it holds every routine of both paths for every datatype
- * and op). A GPU whose Atom is the generic one is refused by
- * purlinSessionBegin.
+ * The megakernel exists for sm_90 with the Hopper Atom only
+ * (PURLIN_MEGAKERNEL_CC, megakernel.h): its body is too costly to compile
+ * for more architectures. Other GPUs are refused by purlinSessionBegin.
  */
 #include "persistent/megakernel.h"
 
 #include "atoms/atom.h"
-
-void (*purlinMegakernelAmpere(void))(purlinDevComm_t*);
-void (*purlinMegakernelHopper(void))(purlinDevComm_t*);
+#include "persistent/megakernel.cuh"
 
 static void (*megakernelOf(purlinAtomKind_t atom))(purlinDevComm_t*) {
-  switch (atom) {
-    case purlinAtomAmpere: return purlinMegakernelAmpere();
-    case purlinAtomHopper: return purlinMegakernelHopper();
-    default: return NULL;
-  }
+  return atom == purlinAtomHopper ? purlinMegakernel<purlinAtomHopperT> : NULL;
 }
 
-extern "C" int purlinMegakernelHasAtom(purlinAtomKind_t atom) {
-  return megakernelOf(atom) != NULL;
+extern "C" int purlinMegakernelSupported(int cc, purlinAtomKind_t atom) {
+  return cc == PURLIN_MEGAKERNEL_CC && megakernelOf(atom) != NULL;
 }
 
 extern "C" int purlinMegakernelSmemBytes(purlinAtomKind_t atom) {

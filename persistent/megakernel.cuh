@@ -295,14 +295,15 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
         .fetch_add(1, cuda::memory_order_release);
 }
 
-/* The megakernel of Atom A. Its body is compiled only for the
- * architectures whose Atom A is (PURLIN_ATOM_NATIVE, atoms/atoms.cuh): the
- * runtime launches a GPU's own Atom's megakernel only, and each body costs
- * ptxas minutes per architecture. */
+/* The megakernel of Atom A. Its body is compiled only for
+ * PURLIN_MEGAKERNEL_CC with its own Atom (megakernel.h says why); for
+ * every other architecture the kernel is empty and the runtime never
+ * launches it. */
 template <typename A>
 __global__ void __launch_bounds__(PURLIN_MEGAKERNEL_THREADS, 1)
     purlinMegakernel(purlinDevComm_t* dc) {
-  if constexpr (A::kind == PURLIN_ATOM_NATIVE) megakernelBody<A>(dc);
+  if constexpr (A::kind == PURLIN_ATOM_NATIVE && PURLIN_ARCH_CC == PURLIN_MEGAKERNEL_CC)
+    megakernelBody<A>(dc);
 }
 
 #endif /* PURLIN_PERSISTENT_MEGAKERNEL_CUH_ */

@@ -30,6 +30,14 @@ extern "C" {
 #endif
 
 #define PURLIN_MEGAKERNEL_THREADS 512
+/* The one architecture the megakernel is compiled for: sm_90 (H100, H200),
+ * with the Hopper Atom. Its body holds every routine of both paths for
+ * every datatype and op, and ptxas takes 13 minutes and 18 GiB of memory
+ * for one architecture's body (measured for sm_80 on the 2-core, 24 GiB
+ * build machine): more architectures would not build within CI's limits.
+ * Other GPUs run eager mode; purlinSessionBegin refuses them. */
+#define PURLIN_MEGAKERNEL_CC 90
+
 /* A megakernel with nothing to run retires after this many timeoutMs. */
 #define PURLIN_MEGAKERNEL_IDLE_TIMEOUTS 4
 /* The most CTAs a megakernel runs: one epoch word each. */
@@ -76,8 +84,9 @@ PURLIN_MEGAKERNEL_HD purlinMegakernelWords_t* purlinMegakernelWordsOf(purlinCont
 /* Dynamic shared memory of a megakernel running `atom` (its Atom's). */
 int purlinMegakernelSmemBytes(purlinAtomKind_t atom);
 
-/* Whether there is a megakernel for `atom` (the Ampere and Hopper Atoms). */
-int purlinMegakernelHasAtom(purlinAtomKind_t atom);
+/* Whether there is a megakernel for a GPU of compute capability `cc`
+ * (major * 10 + minor) whose Atom is `atom`. */
+int purlinMegakernelSupported(int cc, purlinAtomKind_t atom);
 
 /* Launches the megakernel of the rank whose context is `dc` on `stream`:
  * `ctas` CTAs (1..PURLIN_MEGAKERNEL_MAX_CTAS) running `atom` on the

@@ -176,11 +176,13 @@ PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t comm, struct CUstream_
   if (res == purlinSuccess) {
     const purlinPlanFacts_t* f = &comm->planFacts;
     const purlinAtomKind_t atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
-    if (!purlinMegakernelHasAtom(atom))
+    if (!purlinMegakernelSupported(f->cc, atom))
       res = PURLIN_ERROR(purlinInvalidUsage,
-                         "purlinSessionBegin: sessions need a GPU of compute capability 8.0 or "
-                         "later (this group's is %d.%d); use eager mode",
-                         f->cc / 10, f->cc % 10);
+                         "purlinSessionBegin: this build's megakernel runs on compute capability "
+                         "%d.%d GPUs (H100, H200) only, and this group's is %d.%d; use eager "
+                         "mode",
+                         PURLIN_MEGAKERNEL_CC / 10, PURLIN_MEGAKERNEL_CC % 10, f->cc / 10,
+                         f->cc % 10);
   }
   if (res == purlinSuccess) res = sessionMake(comm);
   if (res == purlinSuccess) {
