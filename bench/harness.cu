@@ -889,3 +889,25 @@ bool benchPrintVerdict(int width, size_t wrong, int failures, const char* jsonPa
   printf("# %s\n", pass ? "PASS" : "FAIL: wrong elements or failed calls (see above)");
   return pass;
 }
+
+double benchGraphMedianUs(cudaGraphExec_t x, cudaStream_t stream, int reps) {
+  GPU_CUDA_OK(cudaGraphLaunch(x, stream)); /* warm-up */
+  GPU_CUDA_OK(cudaStreamSynchronize(stream));
+  cudaEvent_t a, b;
+  GPU_CUDA_OK(cudaEventCreate(&a));
+  GPU_CUDA_OK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    GPU_CUDA_OK(cudaEventRecord(a, stream));
+    GPU_CUDA_OK(cudaGraphLaunch(x, stream));
+    GPU_CUDA_OK(cudaEventRecord(b, stream));
+    GPU_CUDA_OK(cudaEventSynchronize(b));
+    float ms = 0;
+    GPU_CUDA_OK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e3);
+  }
+  GPU_CUDA_OK(cudaEventDestroy(a));
+  GPU_CUDA_OK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}

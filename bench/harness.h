@@ -291,6 +291,33 @@ bool benchMeasure(BenchRanks* R, int mode, const BenchWork* w, double estimateUs
 /* One step, outside any timing. */
 bool benchStep(BenchRanks* R, const BenchWork* w, const char* when);
 
+/* One graph of every rank's work: captured from `main`, which forks every
+ * rank's stream through `fork`, records rank r's part with
+ * record(r, streams[r]) and joins it back through join[r]. */
+template <typename F>
+static cudaGraphExec_t benchCaptureForked(cudaStream_t main, cudaEvent_t fork, int n,
+                                          const cudaStream_t* streams, const cudaEvent_t* join,
+                                          F record) {
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  GPU_CUDA_OK(cudaStreamBeginCapture(main, cudaStreamCaptureModeGlobal));
+  GPU_CUDA_OK(cudaEventRecord(fork, main));
+  for (int r = 0; r < n; ++r) {
+    GPU_CUDA_OK(cudaStreamWaitEvent(streams[r], fork, 0));
+    record(r, streams[r]);
+    GPU_CUDA_OK(cudaEventRecord(join[r], streams[r]));
+    GPU_CUDA_OK(cudaStreamWaitEvent(main, join[r], 0));
+  }
+  GPU_CUDA_OK(cudaStreamEndCapture(main, &g));
+  GPU_CUDA_OK(cudaGraphInstantiate(&x, g, 0));
+  GPU_CUDA_OK(cudaGraphDestroy(g));
+  return x;
+}
+
+/* The median of `reps` replays of graph x on `stream`, after one warm-up
+ * replay, in microseconds (events around each replay). */
+double benchGraphMedianUs(cudaGraphExec_t x, cudaStream_t stream, int reps);
+
 /* ------------------------------------------------------------------------ */
 /* Tables, JSON and summary lines                                            */
 

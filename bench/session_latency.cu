@@ -1,13 +1,16 @@
 /*
  * session_latency.cu -- what a session saves a decode step: AllReduce
  * (bf16, sum) of 8 B - 1 MiB on every rank of one GPU (8 by default),
- * eager against session mode, each call followed by its wait (the time a
- * dependent kernel sees), in the same run. Per size, two CUDA graphs per
- * rank set are captured: eager (kCalls AllReduces per rank) and session
- * (SessionBegin, kCalls AllReduces, SessionEnd); each is replayed, the
- * median replay taken, and divided by kCalls. The session's own cost per
- * step (begin + end with no call) is measured apart and subtracted, and
- * printed. Outputs are checked exactly after the timed replays.
+ * eager against session mode, in the same run. Per size, CUDA graphs per
+ * rank set are captured: eager (kCalls AllReduces per rank), session
+ * (SessionBegin, kCalls AllReduces, SessionEnd: each call followed by its
+ * wait, the time a dependent kernel sees) and session rate (the kCalls
+ * calls in one purlinGroupStart/End: enqueued back to back, one wait at
+ * the end); each is replayed, the median replay taken, and divided by
+ * kCalls. The session's own cost per step (begin + end with no call) is
+ * measured apart and subtracted, and printed; so is the floor of a graph
+ * node (kCalls empty one-thread kernels per rank). Outputs are checked
+ * exactly after the timed replays.
  *
  *   session_latency [ranks]
  */
@@ -18,6 +21,8 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "persistent/megakernel.h"
+#include "runtime/comm.h"
 #include "runtime/purlin.h"
 
 enum { kCalls = 100, kReplays = 30 };
@@ -35,39 +40,74 @@ struct Ranks {
  * the median replay time in microseconds. */
 template <typename F>
 static double replayUs(Ranks* R, F body) {
-  cudaGraph_t g;
-  cudaGraphExec_t x;
-  GPU_CUDA_OK(cudaStreamBeginCapture(R->main, cudaStreamCaptureModeGlobal));
-  GPU_CUDA_OK(cudaEventRecord(R->fork, R->main));
-  for (int r = 0; r < R->n; ++r) {
-    GPU_CUDA_OK(cudaStreamWaitEvent(R->streams[r], R->fork, 0));
-    body(r, R->streams[r]);
-    GPU_CUDA_OK(cudaEventRecord(R->join[r], R->streams[r]));
-    GPU_CUDA_OK(cudaStreamWaitEvent(R->main, R->join[r], 0));
-  }
-  GPU_CUDA_OK(cudaStreamEndCapture(R->main, &g));
-  GPU_CUDA_OK(cudaGraphInstantiate(&x, g, 0));
-  GPU_CUDA_OK(cudaGraphLaunch(x, R->main)); /* warm-up */
-  GPU_CUDA_OK(cudaStreamSynchronize(R->main));
-  cudaEvent_t a, b;
-  GPU_CUDA_OK(cudaEventCreate(&a));
-  GPU_CUDA_OK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < kReplays; ++i) {
-    GPU_CUDA_OK(cudaEventRecord(a, R->main));
-    GPU_CUDA_OK(cudaGraphLaunch(x, R->main));
-    GPU_CUDA_OK(cudaEventRecord(b, R->main));
-    GPU_CUDA_OK(cudaEventSynchronize(b));
-    float ms = 0;
-    GPU_CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e3);
-  }
-  std::sort(t.begin(), t.end());
-  GPU_CUDA_OK(cudaEventDestroy(a));
-  GPU_CUDA_OK(cudaEventDestroy(b));
+  cudaGraphExec_t x = benchCaptureForked(R->main, R->fork, R->n, R->streams.data(),
+                                         R->join.data(), body);
+  const double us = benchGraphMedianUs(x, R->main, kReplays);
   GPU_CUDA_OK(cudaGraphExecDestroy(x));
-  GPU_CUDA_OK(cudaGraphDestroy(g));
-  return t[t.size() / 2];
+  return us;
+}
+
+__global__ void emptyKernel(void) {}
+
+/* The trace words (persistent/megakernel.h) of rank r, in its heap. */
+static purlinMegakernelWords_t* traceWords(Ranks* R, int r) {
+  purlinDevComm_t* dc = NULL;
+  purlinHeapLayout_t l;
+  GPU_PURLIN_OK(purlinCommDeviceContext(R->comms[r], &dc, &l));
+  return purlinMegakernelWordsOf((purlinControl_t*)dc);
+}
+
+/* Where a session call's time goes: `body` captured as one graph, replayed
+ * once with the megakernel's and the nodes' trace on; the stamps of rank
+ * 0's last PURLIN_TRACE_ENTRIES tickets, medians of each step, printed as
+ * one comment line. */
+template <typename F>
+static void traceLine(Ranks* R, F body) {
+  cudaGraphExec_t x = benchCaptureForked(R->main, R->fork, R->n, R->streams.data(),
+                                         R->join.data(), body);
+  purlinMegakernelWords_t* w = traceWords(R, 0);
+  const uint64_t on = 1, off = 0;
+  GPU_CUDA_OK(cudaMemset(w->trace, 0, sizeof w->trace));
+  GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &on, 8, cudaMemcpyHostToDevice));
+  GPU_CUDA_OK(cudaGraphLaunch(x, R->main));
+  GPU_CUDA_OK(cudaStreamSynchronize(R->main));
+  GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &off, 8, cudaMemcpyHostToDevice));
+  uint64_t tr[PURLIN_TRACE_ENTRIES][8];
+  GPU_CUDA_OK(cudaMemcpy(tr, w->trace, sizeof tr, cudaMemcpyDeviceToHost));
+  GPU_CUDA_OK(cudaGraphExecDestroy(x));
+  /* Calls whose every stamp is there (the retire has no run), in order. */
+  std::vector<const uint64_t*> calls;
+  for (int i = 0; i < PURLIN_TRACE_ENTRIES; ++i) {
+    bool all = true;
+    for (int k = 0; k <= PURLIN_TRACE_MK_DONE; ++k) all = all && tr[i][k] != 0;
+    if (all) calls.push_back(tr[i]);
+  }
+  std::sort(calls.begin(), calls.end(), [](const uint64_t* a, const uint64_t* b) {
+    return a[PURLIN_TRACE_NODE_START] < b[PURLIN_TRACE_NODE_START];
+  });
+  if (calls.size() < 3) {
+    printf("#   trace: too few complete entries (%zu)\n", calls.size());
+    return;
+  }
+  auto median = [&](int from, int to, bool next) {
+    std::vector<double> v;
+    for (size_t i = 0; i + (next ? 1 : 0) < calls.size(); ++i) {
+      const uint64_t b = next ? calls[i + 1][to] : calls[i][to];
+      v.push_back(((double)b - (double)calls[i][from]) / 1e3);
+    }
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  printf("#   trace, rank 0, median of %zu calls (us): enqueue %.2f | pickup %.2f | read %.2f | "
+         "run %.2f | complete %.2f | noticed %.2f | next node %.2f | call to call %.2f\n",
+         calls.size(), median(PURLIN_TRACE_NODE_START, PURLIN_TRACE_PUBLISHED, false),
+         median(PURLIN_TRACE_PUBLISHED, PURLIN_TRACE_MK_SEEN, false),
+         median(PURLIN_TRACE_MK_SEEN, PURLIN_TRACE_MK_RUN, false),
+         median(PURLIN_TRACE_MK_RUN, PURLIN_TRACE_MK_RAN, false),
+         median(PURLIN_TRACE_MK_RAN, PURLIN_TRACE_MK_DONE, false),
+         median(PURLIN_TRACE_MK_DONE, PURLIN_TRACE_NODE_DONE, false),
+         median(PURLIN_TRACE_NODE_DONE, PURLIN_TRACE_NODE_START, true),
+         median(PURLIN_TRACE_NODE_START, PURLIN_TRACE_NODE_START, true));
 }
 
 static uint16_t bf16Of(int v) {
@@ -119,8 +159,14 @@ int main(int argc, char** argv) {
     GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
   });
   printf("# a session's own cost per step (begin + end, no call): %.2f us\n", sessionOnly);
-  printf("%12s %10s %6s %12s %12s %10s %8s\n", "size", "count", "type", "eager us",
-         "session us", "sess/eager", "#wrong");
+  const double node = replayUs(&R, [&](int r, cudaStream_t s) {
+    (void)r;
+    for (int k = 0; k < kCalls; ++k) emptyKernel<<<1, 32, 0, s>>>();
+    GPU_CUDA_OK(cudaGetLastError());
+  }) / kCalls;
+  printf("# a graph node's floor (an empty 1-thread kernel per call per rank): %.2f us\n", node);
+  printf("%12s %10s %6s %12s %12s %10s %12s %10s %8s\n", "size", "count", "type", "eager us",
+         "session us", "sess/eager", "rate us", "rate/eager", "#wrong");
   double worstSmall = 0, worstAll = 0;
   for (size_t bytes = 8; bytes <= maxBytes; bytes *= 2) {
     const size_t count = bytes / 2;
@@ -142,15 +188,29 @@ int main(int argc, char** argv) {
                               GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
                             }) - sessionOnly) / kCalls;
     long wrong = 0;
-    std::vector<uint16_t> h(count);
-    for (int r = 0; r < R.n; ++r) {
-      GPU_CUDA_OK(cudaMemcpy(h.data(), out[r], bytes, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < count; ++i) {
-        int s = 0;
-        for (int q = 0; q < R.n; ++q) s += (int)(benchMix(((uint64_t)q << 40) ^ i) % 17u) - 8;
-        wrong += h[i] != bf16Of(s);
+    auto check = [&]() {
+      std::vector<uint16_t> h(count);
+      for (int r = 0; r < R.n; ++r) {
+        GPU_CUDA_OK(cudaMemcpy(h.data(), out[r], bytes, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < count; ++i) {
+          int s = 0;
+          for (int q = 0; q < R.n; ++q) s += (int)(benchMix(((uint64_t)q << 40) ^ i) % 17u) - 8;
+          wrong += h[i] != bf16Of(s);
+        }
       }
-    }
+    };
+    check();
+    for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(out[r], 0xA5, bytes));
+    const double rate = (replayUs(&R, [&](int r, cudaStream_t s) {
+                           GPU_PURLIN_OK(purlinSessionBegin(R.comms[r], s));
+                           GPU_PURLIN_OK(purlinGroupStart());
+                           for (int k = 0; k < kCalls; ++k)
+                             GPU_PURLIN_OK(purlinAllReduce(in[r], out[r], count, purlinBfloat16,
+                                                           purlinSum, R.comms[r], s));
+                           GPU_PURLIN_OK(purlinGroupEnd());
+                           GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
+                         }) - sessionOnly) / kCalls;
+    check();
     for (int r = 0; r < R.n; ++r) {
       purlinResult_t a = purlinSuccess;
       GPU_PURLIN_OK(purlinCommGetAsyncError(R.comms[r], &a));
@@ -162,8 +222,15 @@ int main(int argc, char** argv) {
     const double ratio = session / eager;
     if (bytes <= 8192) worstSmall = std::max(worstSmall, ratio);
     worstAll = std::max(worstAll, ratio);
-    printf("%12zu %10zu %6s %12.2f %12.2f %10.2f %8ld\n", bytes, count, "bf16", eager, session,
-           ratio, wrong);
+    printf("%12zu %10zu %6s %12.2f %12.2f %10.2f %12.2f %10.2f %8ld\n", bytes, count, "bf16",
+           eager, session, ratio, rate, rate / eager, wrong);
+    traceLine(&R, [&](int r, cudaStream_t s) {
+      GPU_PURLIN_OK(purlinSessionBegin(R.comms[r], s));
+      for (int k = 0; k < kCalls; ++k)
+        GPU_PURLIN_OK(purlinAllReduce(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s));
+      GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
+    });
+    fflush(stdout);
     if (wrong) return 1;
   }
   printf("AllReduce 8 B - 8 KiB, session / eager: worst %.2f (target <= 0.35)\n", worstSmall);

@@ -6,6 +6,7 @@
 
 #include <cuda/atomic>
 
+#include "persistent/enqueue.cuh"
 #include "persistent/megakernel.h"
 #include "persistent/ring.h"
 #include "snac/throughput.h"
@@ -13,23 +14,9 @@
 
 namespace {
 
-/* Waits until ticket t has completed (acquire); false on abort, or after
- * the timeout plus the megakernel's own bound on the collective. */
-__device__ bool nodeWaitDone(purlinRingWords_t* w, uint64_t t, SnacState* st) {
-  uint64_t start = 0;
-  for (uint32_t spins = 1;; ++spins) {
-    if (purlinRingIsDone(purlinRingCompleted(w), t)) return true;
-    if ((spins & 1023u) == 0) {
-      if (st->rec->abort != 0) return false;
-      const uint64_t now = snacGlobalTimerNs();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > 2 * st->timeoutNs) {
-        snacRaise(st, (uint32_t)purlinTimeout, PURLIN_ERROR_WAIT_DONE, -1, t);
-        return false;
-      }
-    }
-  }
+/* A trace stamp (persistent/megakernel.h). */
+__device__ __forceinline__ void nodeStamp(purlinMegakernelWords_t* mw, uint64_t t, int point) {
+  *(volatile uint64_t*)&mw->trace[t % PURLIN_TRACE_ENTRIES][point] = snacGlobalTimerNs();
 }
 
 template <int MAXC>
@@ -50,27 +37,11 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
   const purlinRing_t ring = purlinRingOf(c);
   SnacState st;
   snacInit(&st, p.dc, p.dc->rank, 0, 0);
-  /* A ring no megakernel serves would never complete what it is given. */
-  if (cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(purlinMegakernelWordsOf(c)->serving)
-          .load(cuda::memory_order_acquire) == 0) {
-    if (st.rec->abort == 0)
-      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_NO_SESSION, -1, 0);
-    return;
-  }
-  const uint64_t t = purlinRingTake(ring.w, 1);
-  uint64_t start = 0;
-  for (uint32_t spins = 1; !purlinRingHasRoom(ring.w, t); ++spins) {
-    if ((spins & 1023u) == 0) {
-      if (st.rec->abort != 0) return;
-      const uint64_t now = snacGlobalTimerNs();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > st.timeoutNs) {
-        snacRaise(&st, (uint32_t)purlinTimeout, PURLIN_ERROR_QUEUE_FULL, -1, t);
-        return;
-      }
-    }
-  }
+  const uint64_t t0 = snacGlobalTimerNs();
+  purlinMegakernelWords_t* mw = purlinMegakernelWordsOf(c);
+  const uint64_t trace = *(volatile uint64_t*)&mw->traceOn;
+  uint64_t t = 0;
+  if (!purlinEnqueueTake(c, &st, &t)) return;
   purlinCollDesc_t d = p.d;
   if (MAXC > 0 && p.n > 0) {
     uint64_t* block = p.countsBlock + (t & (PURLIN_RING_SLOTS - 1)) * p.countsPerSlot;
@@ -78,16 +49,19 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
     d.counts = (uint64_t)(uintptr_t)block;
   }
   purlinRingPublish(ring, t, &d);
-  if (p.wait) nodeWaitDone(ring.w, t, &st);
+  if (trace == 1) {
+    mw->trace[t % PURLIN_TRACE_ENTRIES][PURLIN_TRACE_NODE_START] = t0;
+    nodeStamp(mw, t, PURLIN_TRACE_PUBLISHED);
+  }
+  if (p.wait) purlinEnqueueWait(c, &st, t);
+  if (trace == 1) nodeStamp(mw, t, PURLIN_TRACE_NODE_DONE);
 }
 
 __global__ void __launch_bounds__(32) waitAllKernel(purlinDevComm_t* dc) {
   if (threadIdx.x != 0) return;
-  purlinRingWords_t* w = purlinRingOf((purlinControl_t*)dc).w;
   SnacState st;
   snacInit(&st, dc, dc->rank, 0, 0);
-  const uint64_t taken = purlinRingTaken(w);
-  if (taken != purlinRingCompleted(w)) nodeWaitDone(w, taken - 1, &st);
+  purlinEnqueueWaitAll((purlinControl_t*)dc, &st);
 }
 
 __global__ void __launch_bounds__(32) residentKernel(purlinDevComm_t* dc, int ctas) {
@@ -104,16 +78,9 @@ __global__ void __launch_bounds__(32) residentKernel(purlinDevComm_t* dc, int ct
   for (uint32_t spins = 1;; ++spins) {
     const uint64_t gone = departed.load(cuda::memory_order_acquire);
     if (arrived.load(cuda::memory_order_acquire) - gone >= (uint64_t)ctas) return;
-    if ((spins & 1023u) == 0) {
-      if (st.rec->abort != 0) return;
-      const uint64_t now = snacGlobalTimerNs();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > st.timeoutNs) {
-        snacRaise(&st, (uint32_t)purlinTimeout, PURLIN_ERROR_NOT_RESIDENT, -1, ctas);
-        return;
-      }
-    }
+    if ((spins & 1023u) == 0 &&
+        !snacStillWaiting(&st, &start, -1, PURLIN_ERROR_NOT_RESIDENT, (uint64_t)ctas))
+      return;
   }
 }
 

@@ -39,11 +39,17 @@ template <bool R, purlinDataType_t D, purlinRedOp_t O>
 static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
                                                       const purlinCollDesc_t* d,
                                                       purlinDevComm_t* dc, SnacLatencyCall* lat) {
+  if (R && (d->flags & PURLIN_DESC_SMALL_AR) != 0) {
+    /* The small AllReduce needs only the arguments: every thread builds
+     * them from the descriptor in shared memory, with no barrier and no
+     * per-peer table (the general routine's prologue). */
+    purlinLatencyArgs_t a;
+    snacLatencyArgsFromDesc(d, dc, &a);
+    snacLatencyAllReduce<D, O>(*t, snacEpochIs(e), a);
+    return;
+  }
   if (!snacLatencyCallFromDesc(*t, d, dc, e, lat)) return;
-  if (R && (d->flags & PURLIN_DESC_SMALL_AR) != 0)
-    snacLatencyAllReduce<D, O>(*t, snacEpochIs(e), lat->a);
-  else
-    snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
+  snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
 }
 
 template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
@@ -118,15 +124,23 @@ static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, 
 /* Whether the megakernel can run descriptor d without faulting: the host
  * API's descriptors always pass (the plan made them for this executor); a
  * descriptor from a user kernel's purlinDevEnqueue may not. */
-static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* d) {
+static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* d, int nranks) {
   /* The latency routines take any whole warps (the eager kernel's 256 is
    * its launch bound); the throughput path's Atoms take at most 512. */
   const int maxThreads = d->path == purlinPathLatency ? (int)blockDim.x
                                                       : PURLIN_THROUGHPUT_THREADS;
-  return d->coll <= purlinCollAllToAllV && d->dtype <= purlinInt32 &&
-         (d->path == purlinPathLatency || d->path == purlinPathThroughput) && d->ctas >= 1 &&
-         d->ctas <= (int)gridDim.x && d->threads >= 32 && d->threads <= maxThreads &&
-         d->threads % 32 == 0;
+  const bool shape = d->coll <= purlinCollAllToAllV && d->dtype <= purlinInt32 &&
+                     (d->path == purlinPathLatency || d->path == purlinPathThroughput) &&
+                     d->ctas >= 1 && d->ctas <= (int)gridDim.x && d->threads >= 32 &&
+                     d->threads <= maxThreads && d->threads % 32 == 0;
+  if (!shape || (d->flags & PURLIN_DESC_SMALL_AR) == 0) return shape;
+  /* The small AllReduce: one 8-byte packet per thread of the team, 8-byte
+   * aligned buffers, few ranks (the plan's conditions, snac/latency.h). */
+  const uint64_t bytes = d->count * purlinDtypeBytes((purlinDataType_t)d->dtype);
+  return d->path == purlinPathLatency && d->coll == purlinCollAllReduce &&
+         nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
+         (bytes + 7) / 8 <= (uint64_t)d->ctas * d->threads &&
+         ((d->sendbuff | d->recvbuff) & 7u) == 0;
 }
 
 /* Polls for ticket h as CTA 0's thread 0: true when it is published; false
@@ -138,16 +152,10 @@ static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
     if (purlinRingPublished(ring, h)) return true;
-    if ((spins & 1023u) == 0) {
-      if (st->rec->abort != 0) return false;
-      const uint64_t now = snacGlobalTimerNs();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > PURLIN_MEGAKERNEL_IDLE_TIMEOUTS * st->timeoutNs) {
-        snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_IDLE_RETIRE, -1, h);
-        return false;
-      }
-    }
+    if ((spins & 1023u) == 0 &&
+        !snacStillWaitingFor(st, &start, PURLIN_MEGAKERNEL_IDLE_TIMEOUTS, -1,
+                             (uint32_t)purlinInvalidUsage, PURLIN_ERROR_IDLE_RETIRE, h))
+      return false;
   }
 }
 
@@ -162,17 +170,16 @@ static __device__ __noinline__ bool megakernelWaitWord(uint64_t* word, uint64_t 
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
     if ((int64_t)(w.load(cuda::memory_order_acquire) - value) >= 0) return true;
-    if ((spins & 1023u) == 0) {
-      if (st->rec->abort != 0) return false;
-      const uint64_t now = snacGlobalTimerNs();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > bound * st->timeoutNs) {
-        snacRaise(st, (uint32_t)purlinTimeout, what, -1, value);
-        return false;
-      }
-    }
+    if ((spins & 1023u) == 0 &&
+        !snacStillWaitingFor(st, &start, bound, -1, (uint32_t)purlinTimeout, what, value))
+      return false;
   }
+}
+
+/* A trace stamp (megakernel.h): a plain store of the global timer. */
+static __device__ __forceinline__ void megakernelStamp(purlinMegakernelWords_t* mw, uint64_t t,
+                                                       int point) {
+  *(volatile uint64_t*)&mw->trace[t % PURLIN_TRACE_ENTRIES][point] = snacGlobalTimerNs();
 }
 
 template <typename A>
@@ -195,6 +202,9 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
 
   /* The completed count: the epoch of the next descriptor is last + 1. */
   uint64_t last = snacEpochBegin(dc, all) - 1;
+  const bool trace = *(volatile uint64_t*)&mw->traceOn == 1;
+  /* Loaded once: a load per descriptor was a round trip on its path. */
+  const int nranks = dc->nranks;
   SnacState st;
   snacInit(&st, dc, dc->rank, last + 1, 0);
   if (lead) {
@@ -214,10 +224,11 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
         if (!megakernelNext(ring, h, &st)) {
           stop = 1;
         } else {
+          if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_SEEN);
           purlinRingRead(ring, h, &desc);
           if (desc.flags & PURLIN_DESC_RETIRE) {
             stop = 2;
-          } else if (!megakernelDescOk(&desc)) {
+          } else if (!megakernelDescOk(&desc, nranks)) {
             snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_DESC, -1, h);
             stop = 1;
           }
@@ -241,9 +252,11 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
         if (lead && why == 2) purlinRingComplete(ring.w, h + 1);
         break;
       }
+      if (trace && lead) megakernelStamp(mw, h, PURLIN_TRACE_MK_RUN);
       megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem);
       __syncthreads();
       if (lead) {
+        if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_RAN);
         bool ok = true;
         if (others > 0 && desc.ctas > 1) {
           fin += others;
@@ -253,6 +266,7 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
          * barrier and the finish counter) before the completion that a
          * waiter acquires; it also frees the slot. */
         if (ok) purlinRingComplete(ring.w, h + 1);
+        if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_DONE);
       }
       ++h;
       ++last;

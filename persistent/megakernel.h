@@ -59,11 +59,32 @@ typedef struct purlinMegakernelWords_t {
   uint64_t postGen;
   uint8_t pad1[48];
   uint64_t finished; /* other CTAs' finishes of posted descriptors */
+  uint8_t pad2[248];
+  /* Timing of the session's calls (tools: bench/session_latency), off
+   * unless traceOn is 1 when the megakernel starts: per ticket t, entry
+   * t % PURLIN_TRACE_ENTRIES holds globaltimer stamps (ns) at the points
+   * PURLIN_TRACE_*. Written by the node and the megakernel with plain
+   * stores; read by the host after the session. */
+  uint64_t traceOn;
+  uint8_t pad3[120];
+  uint64_t trace[32][8];
 } purlinMegakernelWords_t;
+
+#define PURLIN_TRACE_ENTRIES 32
+enum {
+  PURLIN_TRACE_NODE_START = 0, /* the enqueue node began */
+  PURLIN_TRACE_PUBLISHED = 1,  /* it published the descriptor */
+  PURLIN_TRACE_NODE_DONE = 2,  /* it saw the completion */
+  PURLIN_TRACE_MK_SEEN = 3,    /* the megakernel saw the descriptor published */
+  PURLIN_TRACE_MK_RUN = 4,     /* ... read it, and its CTA began the routine */
+  PURLIN_TRACE_MK_RAN = 5,     /* ... the routine returned on every thread of CTA 0 */
+  PURLIN_TRACE_MK_DONE = 6     /* ... and the completion was stored */
+};
 
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, post) == 128, "megakernel: mailbox");
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, finished) == 256,
                      "megakernel: finish counter on its own line");
+PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, traceOn) == 512, "megakernel: trace");
 PURLIN_STATIC_ASSERT(sizeof(purlinRingWords_t) + sizeof(purlinMegakernelWords_t) <=
                          PURLIN_CTRL_RING_COUNTER_BYTES,
                      "the megakernel's words fit the ring counter area");

@@ -121,9 +121,17 @@ PURLIN_RING_FN uint64_t purlinRingTake(purlinRingWords_t* w, uint64_t n) {
 /* Whether ticket t's slot is free: the descriptor one lap before has
  * completed. Acquire: pairs with the consumer's release in
  * purlinRingComplete, so the producer's payload stores come after the
- * consumer's last reads of the slot and of what it pointed to. */
+ * consumer's last reads of the slot and of what it pointed to.
+ * purlinRingRoomFor takes a completed count the producer acquired itself
+ * (purlinRingCompleted), loaded beside its ticket so that the two round
+ * trips overlap: a count older than the ticket is only smaller, so the
+ * answer errs towards "wait". */
+PURLIN_RING_FN int purlinRingRoomFor(uint64_t completed, uint64_t t) {
+  return t - completed < (uint64_t)PURLIN_RING_SLOTS;
+}
+
 PURLIN_RING_FN int purlinRingHasRoom(purlinRingWords_t* w, uint64_t t) {
-  return t - PURLIN_RING_LOAD_ACQUIRE(&w->done) < (uint64_t)PURLIN_RING_SLOTS;
+  return purlinRingRoomFor(PURLIN_RING_LOAD_ACQUIRE(&w->done), t);
 }
 
 /* Writes ticket t's descriptor (`d->seq` is set to t's low bits) and

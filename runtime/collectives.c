@@ -74,10 +74,12 @@ purlinResult_t purlinCollPrepare(purlinComm_t comm) {
   return purlinSuccess;
 }
 
+/* Checks, plans and runs one call; with `prepared` set, only plans it for
+ * the rank's megakernel and writes the descriptor there (purlinDevCollPrepare). */
 static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollective_t coll,
                               const void* sendbuff, void* recvbuff, size_t count,
                               const size_t* counts, purlinDataType_t dtype, purlinRedOp_t op,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, purlinCollDesc_t* prepared) {
   int onDevice = 0;
   purlinClearThreadError();
   PURLIN_CHECK(purlinCommCheckHandle(comm, fn));
@@ -99,6 +101,12 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
     PURLIN_CHECK(purlinCollCheck(comm, &l, sendbuff, recvbuff, dtype, op));
   }
   PURLIN_CHECK(collFail(comm, purlinCollPrepare(comm)));
+  if (prepared != NULL && purlinCollIsV(coll) && !onDevice)
+    return collFail(comm, PURLIN_ERROR(purlinInvalidArgument,
+                                       "%s: the counts of a V form prepared for device "
+                                       "enqueue must be in device memory (%p is not)",
+                                       fn, (const void*)counts));
+  if (prepared != NULL) PURLIN_CHECK(collFail(comm, purlinSessionPrepare(comm, fn)));
 
   /* Plan, describe, transport. */
   const uint64_t* hostCounts = onDevice ? NULL : (const uint64_t*)counts;
@@ -106,7 +114,7 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
   purlinPlanShape_t shape;
   purlinPlanShapeOf(&l, onDevice, sendbuff, recvbuff, &shape);
   /* In a session the executor is the rank's resident megakernel. */
-  const int session = comm->session.open;
+  const int session = comm->session.open || prepared != NULL;
   purlinPlan_t plan;
   purlinResult_t res =
       purlinPlanMake(&shape, session ? &comm->session.facts : &comm->planFacts, &plan);
@@ -117,6 +125,10 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
   purlinCollDesc_t d;
   purlinPlanDescribe(&plan, &l, dtype, op, sendbuff, recvbuff,
                      onDevice ? (const uint64_t*)counts : NULL, comm->planFacts.direct, &d);
+  if (prepared != NULL) {
+    *prepared = d;
+    return purlinSuccess;
+  }
   if (session) return collFail(comm, purlinSessionLaunch(comm, &d, hostCounts, stream));
   return collFail(comm, purlinEagerLaunch(comm, &d, hostCounts, stream));
 }
@@ -125,14 +137,14 @@ PURLIN_API purlinResult_t purlinAllReduce(const void* sendbuff, void* recvbuff, 
                                           purlinDataType_t datatype, purlinRedOp_t op,
                                           purlinComm_t comm, struct CUstream_st* stream) {
   return collRun(comm, "purlinAllReduce", purlinCollAllReduce, sendbuff, recvbuff, count, NULL,
-                 datatype, op, stream);
+                 datatype, op, stream, NULL);
 }
 
 PURLIN_API purlinResult_t purlinAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                           purlinDataType_t datatype, purlinComm_t comm,
                                           struct CUstream_st* stream) {
   return collRun(comm, "purlinAllGather", purlinCollAllGather, sendbuff, recvbuff, sendcount,
-                 NULL, datatype, purlinSum, stream);
+                 NULL, datatype, purlinSum, stream, NULL);
 }
 
 PURLIN_API purlinResult_t purlinReduceScatter(const void* sendbuff, void* recvbuff,
@@ -140,21 +152,21 @@ PURLIN_API purlinResult_t purlinReduceScatter(const void* sendbuff, void* recvbu
                                               purlinRedOp_t op, purlinComm_t comm,
                                               struct CUstream_st* stream) {
   return collRun(comm, "purlinReduceScatter", purlinCollReduceScatter, sendbuff, recvbuff,
-                 recvcount, NULL, datatype, op, stream);
+                 recvcount, NULL, datatype, op, stream, NULL);
 }
 
 PURLIN_API purlinResult_t purlinAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                                          purlinDataType_t datatype, purlinComm_t comm,
                                          struct CUstream_st* stream) {
   return collRun(comm, "purlinAllToAll", purlinCollAllToAll, sendbuff, recvbuff, count, NULL,
-                 datatype, purlinSum, stream);
+                 datatype, purlinSum, stream, NULL);
 }
 
 PURLIN_API purlinResult_t purlinAllGatherV(const void* sendbuff, void* recvbuff,
                                            const size_t* counts, purlinDataType_t datatype,
                                            purlinComm_t comm, struct CUstream_st* stream) {
   return collRun(comm, "purlinAllGatherV", purlinCollAllGatherV, sendbuff, recvbuff, 0, counts,
-                 datatype, purlinSum, stream);
+                 datatype, purlinSum, stream, NULL);
 }
 
 PURLIN_API purlinResult_t purlinReduceScatterV(const void* sendbuff, void* recvbuff,
@@ -162,12 +174,55 @@ PURLIN_API purlinResult_t purlinReduceScatterV(const void* sendbuff, void* recvb
                                                purlinRedOp_t op, purlinComm_t comm,
                                                struct CUstream_st* stream) {
   return collRun(comm, "purlinReduceScatterV", purlinCollReduceScatterV, sendbuff, recvbuff, 0,
-                 counts, datatype, op, stream);
+                 counts, datatype, op, stream, NULL);
 }
 
 PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
                                           const size_t* counts, purlinDataType_t datatype,
                                           purlinComm_t comm, struct CUstream_st* stream) {
   return collRun(comm, "purlinAllToAllV", purlinCollAllToAllV, sendbuff, recvbuff, 0, counts,
-                 datatype, purlinSum, stream);
+                 datatype, purlinSum, stream, NULL);
+}
+
+PURLIN_STATIC_ASSERT((int)purlinKindAllReduce == (int)purlinCollAllReduce &&
+                         (int)purlinKindAllToAllV == (int)purlinCollAllToAllV,
+                     "purlinCollKind_t follows purlinCollective_t");
+
+PURLIN_API purlinResult_t purlinSessionQueue(purlinComm_t comm, purlinDevQueue_t* queue) {
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinSessionQueue"));
+  PURLIN_RETURN_IF(queue == NULL, purlinInvalidArgument, "purlinSessionQueue: queue is NULL");
+  queue->control = comm->devComm;
+  return purlinSuccess;
+}
+
+PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t comm, purlinCollKind_t kind,
+                                               const void* sendbuff, void* recvbuff,
+                                               size_t count, const size_t* deviceCounts,
+                                               purlinDataType_t datatype, purlinRedOp_t op,
+                                               purlinDevColl_t* coll) {
+  static const char* const names[] = {"AllReduce",  "AllGather",      "ReduceScatter",
+                                      "AllToAll",   "AllGatherV",     "ReduceScatterV",
+                                      "AllToAllV"};
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinDevCollPrepare"));
+  PURLIN_RETURN_IF(coll == NULL, purlinInvalidArgument, "purlinDevCollPrepare: coll is NULL");
+  PURLIN_RETURN_IF((int)kind < 0 || (int)kind >= purlinNumCollectives, purlinInvalidArgument,
+                   "purlinDevCollPrepare: kind is %d, not a purlinCollKind_t", (int)kind);
+  const purlinCollective_t c = (purlinCollective_t)kind;
+  char fn[64];
+  snprintf(fn, sizeof fn, "purlinDevCollPrepare(%s)", names[kind]);
+  if (!purlinCollIsV(c))
+    PURLIN_RETURN_IF(deviceCounts != NULL, purlinInvalidArgument,
+                     "%s: deviceCounts is for the V forms; pass NULL", fn);
+  else
+    PURLIN_RETURN_IF(deviceCounts == NULL, purlinInvalidArgument, "%s: deviceCounts is NULL",
+                     fn);
+  purlinCollDesc_t d;
+  PURLIN_CHECK(collRun(comm, fn, c, sendbuff, recvbuff, purlinCollIsV(c) ? 0 : count,
+                       deviceCounts, datatype, purlinCollReduces(c) ? op : purlinSum, NULL, &d));
+  PURLIN_STATIC_ASSERT(sizeof(purlinDevColl_t) == sizeof(purlinCollDesc_t),
+                       "a prepared call is one descriptor");
+  memcpy(coll, &d, sizeof d);
+  return purlinSuccess;
 }

@@ -40,6 +40,13 @@ static int isLiveLocked(const struct purlinComm* comm) {
   return 0;
 }
 
+int purlinCommIsLive(purlinComm_t comm) {
+  pthread_mutex_lock(&registryLock);
+  int live = isLiveLocked(comm);
+  pthread_mutex_unlock(&registryLock);
+  return live;
+}
+
 /* Checks that `comm` is a live handle; `fn` names the entry point. */
 static purlinResult_t commLookup(purlinComm_t comm, const char* fn) {
   PURLIN_RETURN_IF(comm == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
@@ -755,6 +762,7 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
     purlinSessionRelease(comm);
     if (prev >= 0) cudaSetDevice(prev);
   }
+  purlinGroupForget(comm);
   comm->magic = 0;
   free(comm);
   if (last) groupRelease(group);

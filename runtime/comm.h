@@ -74,6 +74,10 @@ struct purlinComm {
 purlinResult_t purlinCommCheckHandle(purlinComm_t comm, const char* fn);
 int purlinCommFailed(purlinComm_t comm);
 
+/* Whether `comm` is in the registry of live communicators (a handle kept
+ * across calls, e.g. by a group, may have been destroyed meanwhile). */
+int purlinCommIsLive(purlinComm_t comm);
+
 /* For purlin's own layers and tests: this rank's device context and heap
  * layout. Returns purlinInvalidArgument for a dead handle. */
 purlinResult_t purlinCommDeviceContext(purlinComm_t comm, purlinDevComm_t** devComm,

@@ -90,7 +90,17 @@ static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, 
   const uint64_t packets = ceilDiv(s->maxBlockBytes, 8);
   /* Every peer's header needs a thread of its own. */
   const int least = (int)ceilDiv((uint64_t)s->nranks, (uint64_t)p->threads);
-  if (f->forcedCtas > 0 && !resident) {
+  if (resident && s->coll == purlinCollAllReduce &&
+      ceilDiv(packets, 32) * 32 <= (uint64_t)f->executorThreads) {
+    /* A resident executor's AllReduce whose packets fit one CTA runs on
+     * one CTA, with only the warps its packets need: the megakernel runs a
+     * one-CTA descriptor with no cross-CTA step (posting to a second CTA
+     * and gathering its finish cost ~1.5 us, bench/session_latency's
+     * trace), and the team's idle warps are left out of the routine. */
+    p->threads = (int)(ceilDiv(packets, 32) * 32);
+    if (p->threads < 32) p->threads = 32;
+    p->ctas = 1;
+  } else if (f->forcedCtas > 0 && !resident) {
     p->ctas = clampInt((uint64_t)f->forcedCtas, least, maxCtas);
   } else {
     /* As many CTAs as the packets need, one per thread. */

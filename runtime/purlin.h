@@ -504,6 +504,89 @@ PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t comm, struct CUstream_
 PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st* stream);
 
 /*
+ * Groups, as NCCL's: calls made between purlinGroupStart and
+ * purlinGroupEnd on this thread are issued together. In a session, each
+ * call of a group is enqueued without its wait, so that the megakernel
+ * runs the group's calls back to back while the GPU launches the next
+ * enqueue; purlinGroupEnd records, per communicator, one node that waits
+ * for all of them, on every stream they were made on. A group's outputs
+ * are therefore ready for work on those streams after purlinGroupEnd, not
+ * after each call (the same contract as NCCL's). In eager mode a group
+ * changes nothing: every call launches its kernel when made. Groups nest
+ * (the outermost end issues the waits); ending a session inside a group
+ * waits for its calls first. Thread-local; capturable.
+ *
+ * purlinGroupStart returns purlinSuccess. purlinGroupEnd returns
+ * purlinSuccess; purlinInvalidUsage (no group open on this thread);
+ * purlinUnhandledCudaError (a wait could not be recorded: that
+ * communicator's calls are then unwaited, and its last error says so).
+ */
+PURLIN_API purlinResult_t purlinGroupStart(void);
+PURLIN_API purlinResult_t purlinGroupEnd(void);
+
+/* --- Device enqueue --------------------------------------------------------
+ *
+ * A kernel of yours can hand a collective to the session's megakernel
+ * itself, so that the collective costs the graph no node: a producing
+ * kernel enqueues at its end, a consuming kernel waits in its prologue
+ * (purlinDevEnqueue, purlinDevWait and purlinDevWaitAll in
+ * <purlin/device.cuh>). The host prepares each call once (its plan for the
+ * megakernel, the same as a host call in a session would get) and passes
+ * the kernels the rank's queue and the prepared calls as arguments. Every
+ * rank must enqueue the same calls in the same order (device enqueues and
+ * host calls in a session share one queue per rank, in the order they
+ * reach it), and only while a session is open on the rank: an enqueue with
+ * no megakernel serving is reported (purlinInvalidUsage) and not run.
+ */
+
+/* A rank's descriptor queue as device code sees it. */
+typedef struct purlinDevQueue_t {
+  void* control; /* the rank's control region (opaque) */
+} purlinDevQueue_t;
+
+/* One collective call prepared for a rank's megakernel: 64 opaque bytes,
+ * valid on the communicator it was made for, for any number of enqueues
+ * (so a captured graph replays it). */
+typedef struct purlinDevColl_t {
+  unsigned long long words[8];
+} purlinDevColl_t;
+
+/* The collectives, for purlinDevCollPrepare. */
+typedef enum purlinCollKind_t {
+  purlinKindAllReduce = 0,
+  purlinKindAllGather = 1,
+  purlinKindReduceScatter = 2,
+  purlinKindAllToAll = 3,
+  purlinKindAllGatherV = 4,
+  purlinKindReduceScatterV = 5,
+  purlinKindAllToAllV = 6
+} purlinCollKind_t;
+
+/* The queue of `comm`'s rank, for its kernels. Not stream-ordered. Returns
+ * purlinSuccess; purlinInvalidArgument (dead handle, NULL queue). */
+PURLIN_API purlinResult_t purlinSessionQueue(purlinComm_t comm, purlinDevQueue_t* queue);
+
+/*
+ * Prepares collective `kind` with the arguments its host call takes
+ * (`count` for the uniform forms; `deviceCounts` for the V forms: counts
+ * in device memory, as their host calls accept, read when the megakernel
+ * runs the call, so they must stay valid until it completes) for the
+ * megakernel of `comm`'s rank. Checked as the host call is: every error a
+ * host call would report for these arguments is reported here, nothing on
+ * the device. Not stream-ordered; makes the communicator's session
+ * resources at its first use (as purlinSessionBegin does).
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle, NULL coll,
+ * bad kind, buffers or counts, host counts for a V form); purlinInvalidUsage
+ * (sessions unsupported on this GPU); purlinUnhandledCudaError.
+ */
+PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t comm, purlinCollKind_t kind,
+                                               const void* sendbuff, void* recvbuff,
+                                               size_t count, const size_t* deviceCounts,
+                                               purlinDataType_t datatype, purlinRedOp_t op,
+                                               purlinDevColl_t* coll);
+
+/*
  * Loads kernel `fn` (a __global__ function's address) on the current
  * device now, so that its first launch while a megakernel is resident does
  * not wait for the megakernel to exit. Not stream-ordered; thread-safe.

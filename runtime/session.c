@@ -67,6 +67,26 @@ fail:
   return res;
 }
 
+purlinResult_t purlinSessionPrepare(purlinComm_t comm, const char* fn) {
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  purlinResult_t res = purlinCollPrepare(comm);
+  if (res == purlinSuccess) {
+    const purlinPlanFacts_t* f = &comm->planFacts;
+    const purlinAtomKind_t atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
+    if (!purlinMegakernelSupported(f->cc, atom))
+      res = PURLIN_ERROR(purlinInvalidUsage,
+                         "%s: this build's megakernel runs on compute capability %d.%d GPUs "
+                         "(H100, H200) only, and this group's is %d.%d; use eager mode",
+                         fn, PURLIN_MEGAKERNEL_CC / 10, PURLIN_MEGAKERNEL_CC % 10, f->cc / 10,
+                         f->cc % 10);
+  }
+  if (res == purlinSuccess) res = sessionMake(comm);
+  if (prev != comm->device) cudaSetDevice(prev);
+  return res;
+}
+
 void purlinSessionRelease(purlinComm_t comm) {
   purlinSession_t* s = &comm->session;
   if (s->countsBlock != NULL) cudaFree(s->countsBlock);
@@ -94,6 +114,105 @@ static purlinResult_t sessionOrder(purlinComm_t comm, cudaStream_t stream) {
   return purlinSuccess;
 }
 
+/* --- Groups --------------------------------------------------------------
+ * The calling thread's open group: its depth, and the communicators with
+ * calls enqueued in a session but not yet waited for. A communicator is
+ * listed once (session.inGroup); beyond PURLIN_GROUP_MAX_COMMS of them, or
+ * PURLIN_SESSION_GROUP_STREAMS streams of one, a call waits for itself, as
+ * outside a group: correct, only not batched. */
+#define PURLIN_GROUP_MAX_COMMS 64
+
+static _Thread_local int groupDepth;
+static _Thread_local int groupCount;
+static _Thread_local purlinComm_t groupComms[PURLIN_GROUP_MAX_COMMS];
+
+/* Whether the call about to be enqueued on `stream` may leave its wait to
+ * purlinGroupEnd; registers the communicator and the stream if so. */
+static int groupDefers(purlinComm_t comm, cudaStream_t stream) {
+  purlinSession_t* s = &comm->session;
+  if (groupDepth == 0) return 0;
+  if (!s->inGroup) {
+    if (groupCount == PURLIN_GROUP_MAX_COMMS) return 0;
+    groupComms[groupCount++] = comm;
+    s->inGroup = 1;
+    s->groupStreams = 0;
+  }
+  for (int i = 0; i < s->groupStreams; ++i)
+    if (s->groupStream[i] == stream) return 1;
+  if (s->groupStreams == PURLIN_SESSION_GROUP_STREAMS) return 0;
+  s->groupStream[s->groupStreams++] = stream;
+  return 1;
+}
+
+/* The waits of one communicator's deferred calls: a wait-all node on the
+ * stream of its last call (ordered after every call of the group by the
+ * session's chain), and every other stream of the group made to wait for
+ * that node. Leaves the communicator out of the group. */
+static purlinResult_t groupFlush(purlinComm_t comm) {
+  purlinSession_t* s = &comm->session;
+  purlinResult_t res = purlinSuccess;
+  if (!s->inGroup) return purlinSuccess;
+  s->inGroup = 0;
+  if (!s->open || s->groupStreams == 0) return purlinSuccess;
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  cudaError_t err = purlinNodeWaitAll(comm->devComm, s->last);
+  if (err != cudaSuccess) {
+    res = purlinCudaError(err, "purlinNodeWaitAll", __FILE__, __LINE__);
+  } else if (s->groupStreams > 1) {
+    PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->chain, s->last), res, out);
+    for (int i = 0; i < s->groupStreams; ++i)
+      if (s->groupStream[i] != s->last)
+        PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->groupStream[i], s->chain, 0), res, out);
+  }
+out:
+  s->groupStreams = 0;
+  if (prev != comm->device) cudaSetDevice(prev);
+  return res;
+}
+
+void purlinGroupForget(purlinComm_t comm) {
+  for (int i = 0; i < groupCount; ++i)
+    if (groupComms[i] == comm) {
+      groupComms[i] = groupComms[--groupCount];
+      break;
+    }
+  comm->session.inGroup = 0;
+}
+
+PURLIN_API purlinResult_t purlinGroupStart(void) {
+  purlinClearThreadError();
+  ++groupDepth;
+  return purlinSuccess;
+}
+
+PURLIN_API purlinResult_t purlinGroupEnd(void) {
+  purlinClearThreadError();
+  PURLIN_RETURN_IF(groupDepth == 0, purlinInvalidUsage,
+                   "purlinGroupEnd: no group is open on this thread (purlinGroupStart)");
+  if (--groupDepth > 0) return purlinSuccess;
+  purlinResult_t first = purlinSuccess;
+  char message[PURLIN_ERROR_MSG_MAX] = "";
+  for (int i = 0; i < groupCount; ++i) {
+    purlinComm_t comm = groupComms[i];
+    /* A communicator destroyed (or aborted and destroyed) on another
+     * thread meanwhile is no longer live: nothing of it to wait for. */
+    if (!purlinCommIsLive(comm) || !comm->session.inGroup) continue;
+    purlinResult_t r = groupFlush(comm);
+    if (r != purlinSuccess) {
+      snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+      if (first == purlinSuccess) {
+        first = r;
+        snprintf(message, sizeof message, "%s", purlinThreadLastError());
+      }
+    }
+  }
+  groupCount = 0;
+  if (first != purlinSuccess) return PURLIN_ERROR(first, "purlinGroupEnd: %s", message);
+  return purlinSuccess;
+}
+
 purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
                                    const uint64_t* hostCounts, cudaStream_t stream) {
   purlinSession_t* s = &comm->session;
@@ -111,7 +230,8 @@ purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
   purlinResult_t res = sessionOrder(comm, stream);
   if (res == purlinSuccess) {
-    cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, 1, stream);
+    const int wait = !groupDefers(comm, stream);
+    cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, wait, stream);
     if (err != cudaSuccess) res = purlinCudaError(err, "purlinNodeEnqueue", __FILE__, __LINE__);
   }
   if (prev != comm->device) cudaSetDevice(prev);
@@ -172,19 +292,7 @@ PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t comm, struct CUstream_
   int prev = -1;
   PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
-  purlinResult_t res = purlinCollPrepare(comm);
-  if (res == purlinSuccess) {
-    const purlinPlanFacts_t* f = &comm->planFacts;
-    const purlinAtomKind_t atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
-    if (!purlinMegakernelSupported(f->cc, atom))
-      res = PURLIN_ERROR(purlinInvalidUsage,
-                         "purlinSessionBegin: this build's megakernel runs on compute capability "
-                         "%d.%d GPUs (H100, H200) only, and this group's is %d.%d; use eager "
-                         "mode",
-                         PURLIN_MEGAKERNEL_CC / 10, PURLIN_MEGAKERNEL_CC % 10, f->cc / 10,
-                         f->cc % 10);
-  }
-  if (res == purlinSuccess) res = sessionMake(comm);
+  purlinResult_t res = purlinSessionPrepare(comm, "purlinSessionBegin");
   if (res == purlinSuccess) {
     /* Fork, launch, and hold `stream` until every CTA is resident, so
      * that later work on it never takes the SMs the megakernel needs. */
@@ -212,7 +320,11 @@ PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st
   int prev = -1;
   PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
-  purlinResult_t res = sessionOrder(comm, stream);
+  /* Calls of an open group on this session get their waits first, so
+   * that every stream they were made on is ordered after them. */
+  purlinResult_t res = groupFlush(comm);
+  purlinGroupForget(comm);
+  if (res == purlinSuccess) res = sessionOrder(comm, stream);
   if (res == purlinSuccess) {
     /* The retire descriptor is the session's last ticket: the megakernel
      * runs everything before it, writes its epochs back and exits; the

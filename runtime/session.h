@@ -21,6 +21,10 @@
 extern "C" {
 #endif
 
+/* Streams of one communicator whose calls a group may leave unwaited; a
+ * call on a further stream in the same group waits for itself. */
+#define PURLIN_SESSION_GROUP_STREAMS 8
+
 /* A communicator's session state (in struct purlinComm). The resources are
  * made at its first session and kept until the communicator goes. */
 typedef struct purlinSession_t {
@@ -35,6 +39,11 @@ typedef struct purlinSession_t {
   uint64_t* countsBlock;  /* host V counts, one block per ring slot */
   uint32_t countsPerSlot;
   purlinPlanFacts_t facts; /* the communicator's, with the megakernel as executor */
+  /* Calls of an open group (purlinGroupStart) enqueued without their wait,
+   * and the streams they were made on: purlinGroupEnd waits on each. */
+  int inGroup;
+  int groupStreams;
+  cudaStream_t groupStream[PURLIN_SESSION_GROUP_STREAMS];
 } purlinSession_t;
 
 struct purlinComm;
@@ -45,6 +54,15 @@ struct purlinComm;
  * purlinEagerLaunch. */
 purlinResult_t purlinSessionLaunch(struct purlinComm* comm, const purlinCollDesc_t* d,
                                    const uint64_t* hostCounts, cudaStream_t stream);
+
+/* Makes what the rank's sessions need (the plan's facts for its
+ * megakernel, the session resources), refusing GPUs the megakernel is not
+ * built for; `fn` names the caller in messages. Not stream-ordered. */
+purlinResult_t purlinSessionPrepare(struct purlinComm* comm, const char* fn);
+
+/* Forgets the communicator in the calling thread's open group (it is
+ * being destroyed). */
+void purlinGroupForget(struct purlinComm* comm);
 
 /* Releases the session's resources (the communicator is going; no session
  * is open, or it was aborted). */

@@ -451,6 +451,26 @@ static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDes
 
 /* The general routine's call for descriptor `d` (the small AllReduce needs
  * only out->a). `out` is shared memory of the team's CTA. */
+/* The arguments of descriptor d on the rank whose context is dc, by any
+ * one thread (no barrier). */
+static __device__ __forceinline__ void snacLatencyArgsFromDesc(const purlinCollDesc_t* d,
+                                                               purlinDevComm_t* dc,
+                                                               purlinLatencyArgs_t* a) {
+  a->devComm = dc;
+  a->rank = dc->rank;
+  a->sendbuff = (const void*)(uintptr_t)d->sendbuff;
+  a->recvbuff = (void*)(uintptr_t)d->recvbuff;
+  a->layout.coll = (purlinCollective_t)d->coll;
+  a->layout.nranks = dc->nranks;
+  a->layout.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
+  a->layout.count = d->count;
+  a->layout.counts = (const uint64_t*)(uintptr_t)d->counts;
+  a->dtype = (purlinDataType_t)d->dtype;
+  a->op = (purlinRedOp_t)d->op;
+  a->descriptor =
+      d->hash != 0 ? d->hash : purlinLayoutDescriptor(&a->layout, (int)d->dtype, (int)d->op);
+}
+
 static __device__ __forceinline__ bool snacLatencyCallFromDesc(const SnacTeam& t,
                                                                const purlinCollDesc_t* d,
                                                                purlinDevComm_t* dc,
@@ -461,22 +481,7 @@ static __device__ __forceinline__ bool snacLatencyCallFromDesc(const SnacTeam& t
   snacTeamSync(t);
   if (t.tid < 32) {
     snacLatencyPeersFromDesc(d, dc, out->peer, t.tid, &bad);
-    if (t.tid == 0) {
-      purlinLatencyArgs_t* a = &out->a;
-      a->devComm = dc;
-      a->rank = dc->rank;
-      a->sendbuff = (const void*)(uintptr_t)d->sendbuff;
-      a->recvbuff = (void*)(uintptr_t)d->recvbuff;
-      a->layout.coll = (purlinCollective_t)d->coll;
-      a->layout.nranks = dc->nranks;
-      a->layout.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
-      a->layout.count = d->count;
-      a->layout.counts = (const uint64_t*)(uintptr_t)d->counts;
-      a->dtype = (purlinDataType_t)d->dtype;
-      a->op = (purlinRedOp_t)d->op;
-      a->descriptor = d->hash != 0 ? d->hash
-                                   : purlinLayoutDescriptor(&a->layout, (int)d->dtype, (int)d->op);
-    }
+    if (t.tid == 0) snacLatencyArgsFromDesc(d, dc, &out->a);
   }
   if (snacTeamSyncOr(t, bad != 0)) {
     if (t.tid == 0 && t.cta == 0) {

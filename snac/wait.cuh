@@ -141,10 +141,13 @@ static __device__ __noinline__ bool snacPeerMismatch(SnacState* st, int p) {
 }
 
 /* The slow part of every wait, run every 1024 tries: false when the group
- * is aborted, `peer` runs another collective, or this wait has run past the
- * timeout (each but the first reported here). */
-static __device__ __noinline__ bool snacStillWaiting(SnacState* st, uint64_t* start, int peer, uint32_t what,
-                                        uint64_t seen) {
+ * is aborted, `peer` runs another collective, or this wait has run past
+ * `bound` x the timeout (each but the first reported here: `code` and
+ * `what`, with `seen`). Waits whose writer is itself bounded by a timeout
+ * take a larger bound, so that the writer reports first. */
+static __device__ __noinline__ bool snacStillWaitingFor(SnacState* st, uint64_t* start,
+                                                        uint64_t bound, int peer, uint32_t code,
+                                                        uint32_t what, uint64_t seen) {
   if (st->rec->abort != 0) {
     st->failed = true;
     return false;
@@ -155,11 +158,17 @@ static __device__ __noinline__ bool snacStillWaiting(SnacState* st, uint64_t* st
   uint64_t now = snacGlobalTimerNs();
   if (*start == 0) {
     *start = now;
-  } else if (now - *start > st->timeoutNs) {
-    snacRaise(st, (uint32_t)purlinTimeout, what, peer, seen);
+  } else if (now - *start > bound * st->timeoutNs) {
+    snacRaise(st, code, what, peer, seen);
     return false;
   }
   return true;
+}
+
+/* A wait bounded by one timeout, reported as purlinTimeout. */
+static __device__ __forceinline__ bool snacStillWaiting(SnacState* st, uint64_t* start, int peer,
+                                                        uint32_t what, uint64_t seen) {
+  return snacStillWaitingFor(st, start, 1, peer, (uint32_t)purlinTimeout, what, seen);
 }
 
 /* Waits until the 64-bit flag at `word` reaches `value` (acquire, system

@@ -62,6 +62,55 @@ template <purlinDataType_t D, purlinRedOp_t O>
 static __device__ __forceinline__ void purlinDevReduce(void* dst, const void* const* srcs,
                                                        int nsrc, size_t count);
 
+/* --- Device enqueue (purlin.h, "Device enqueue") ----------------------------
+ *
+ *   __global__ void producer(purlinDevQueue_t q, purlinDevColl_t ar, float* x) {
+ *     ...compute x...
+ *     __syncthreads();                       // x is written by the whole CTA
+ *     if (threadIdx.x == 0) purlinDevEnqueue(q, &ar);
+ *   }
+ *   __global__ void consumer(purlinDevQueue_t q, const float* x, ...) {
+ *     __shared__ int ok;
+ *     if (threadIdx.x == 0) ok = purlinDevWaitAll(q);
+ *     __syncthreads();                       // the AllReduce's output is in x
+ *     if (!ok) return;                        // aborted or timed out: reported
+ *     ...use x...
+ *   }
+ *
+ * Which thread: one thread calls each function (any thread; a warp-wide
+ * or CTA-wide call would enqueue once per thread). Ordering, all at device
+ * scope: purlinDevEnqueue publishes with a release store, so what the
+ * calling thread wrote -- and what its CTA wrote before a __syncthreads
+ * that precedes the call -- is visible to the collective; writes of other
+ * CTAs must be ordered before the call by you (e.g. the grid's last CTA
+ * enqueues, found with an atomic counter after a __threadfence). A wait
+ * returns after an acquire of the completion, so after a __syncthreads
+ * the waiting thread's CTA sees the outputs; every CTA that reads them
+ * waits itself (or is ordered after a CTA that did). Enqueue and wait are
+ * bounded (config.timeoutMs, with the abort word): a full queue, no
+ * session open, or a collective that never completes is recorded as the
+ * group's error (purlinCommGetAsyncError) and the call returns failure
+ * instead of hanging. Load the kernels that call these before a session
+ * starts (purlinPreloadKernel), or their first launch waits for the
+ * megakernel to exit. */
+
+/* purlinDevEnqueue's result when nothing was enqueued (reported). */
+#define PURLIN_DEV_NO_TICKET (~0ull)
+
+/* Enqueues prepared call `coll` on queue `q`; returns its ticket, or
+ * PURLIN_DEV_NO_TICKET. */
+static __device__ unsigned long long purlinDevEnqueue(purlinDevQueue_t q,
+                                                      const purlinDevColl_t* coll);
+
+/* Waits until the call of `ticket` (purlinDevEnqueue's) has completed;
+ * 1 when it has, 0 on abort or timeout (reported). */
+static __device__ int purlinDevWait(purlinDevQueue_t q, unsigned long long ticket);
+
+/* Waits until every call enqueued on `q` before this kernel (in stream
+ * order: by kernels and host calls before it) has completed; 1, or 0 on
+ * abort or timeout (reported). */
+static __device__ int purlinDevWaitAll(purlinDevQueue_t q);
+
 #include "purlin/device_impl.cuh"
 
 #endif /* PURLIN_DEVICE_CUH_ */

@@ -9,6 +9,7 @@
 
 #include "atoms/atom.h"
 #include "atoms/generic.cuh"
+#include "persistent/enqueue.cuh"
 
 static __host__ __device__ __forceinline__ void purlinDevSlice(size_t count, size_t elemBytes,
                                                                int part, int nparts,
@@ -37,6 +38,34 @@ static __device__ __forceinline__ void purlinDevReduce(void* dst, const void* co
                                                        int nsrc, size_t count) {
   void* dsts[1] = {dst};
   purlinDevReduceTeam<D, O>(dsts, 1, srcs, nsrc, count, threadIdx.x, blockDim.x);
+}
+
+static __device__ unsigned long long purlinDevEnqueue(purlinDevQueue_t q,
+                                                      const purlinDevColl_t* coll) {
+  purlinDevComm_t* dc = (purlinDevComm_t*)q.control;
+  purlinControl_t* c = (purlinControl_t*)q.control;
+  SnacState st;
+  snacInit(&st, dc, dc->rank, 0, 0);
+  uint64_t t = 0;
+  if (!purlinEnqueueTake(c, &st, &t)) return PURLIN_DEV_NO_TICKET;
+  /* A prepared call is a descriptor (purlinDevCollPrepare). */
+  purlinRingPublish(purlinRingOf(c), t, (const purlinCollDesc_t*)(const void*)coll);
+  return t;
+}
+
+static __device__ int purlinDevWait(purlinDevQueue_t q, unsigned long long ticket) {
+  purlinDevComm_t* dc = (purlinDevComm_t*)q.control;
+  SnacState st;
+  snacInit(&st, dc, dc->rank, 0, 0);
+  if (ticket == PURLIN_DEV_NO_TICKET) return 0;
+  return purlinEnqueueWait((purlinControl_t*)q.control, &st, ticket) ? 1 : 0;
+}
+
+static __device__ int purlinDevWaitAll(purlinDevQueue_t q) {
+  purlinDevComm_t* dc = (purlinDevComm_t*)q.control;
+  SnacState st;
+  snacInit(&st, dc, dc->rank, 0, 0);
+  return purlinEnqueueWaitAll((purlinControl_t*)q.control, &st) ? 1 : 0;
 }
 
 #endif /* PURLIN_DEVICE_IMPL_CUH_ */

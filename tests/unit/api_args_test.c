@@ -161,6 +161,15 @@ int main(void) {
   int zeros[PURLIN_MAX_RANKS + 1] = {0};
 
   /* purlinCommInitAll / purlinCommInitAllConfig */
+  /* Groups: an end without a start is refused; nested groups balance. */
+  CHECK_EQ_INT(purlinGroupEnd(), purlinInvalidUsage);
+  CHECK_CONTAINS(purlinGetLastError(NULL), "no group is open on this thread");
+  CHECK_EQ_INT(purlinGroupStart(), purlinSuccess);
+  CHECK_EQ_INT(purlinGroupStart(), purlinSuccess);
+  CHECK_EQ_INT(purlinGroupEnd(), purlinSuccess);
+  CHECK_EQ_INT(purlinGroupEnd(), purlinSuccess);
+  CHECK_EQ_INT(purlinGroupEnd(), purlinInvalidUsage);
+
   CHECK_EQ_INT(purlinCommInitAll(NULL, 1, NULL), purlinInvalidArgument);
   CHECK_CONTAINS(purlinGetLastError(NULL), "comms is NULL");
   expectInitFails(0, NULL, NULL, purlinInvalidArgument, "nranks is 0");

@@ -227,6 +227,24 @@ int main(void) {
   CHECK_EQ_INT(c.threads, 512);
   CHECK_EQ_INT(c.ctas, 4); /* 2048 packets on 512-thread CTAs */
   CHECK_EQ_INT(c.smallAllReduce, 1);
+  /* Packets that fit one CTA: one CTA, of the warps they need. */
+  S.maxBlockBytes = 8;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 1);
+  CHECK_EQ_INT(c.threads, 32);
+  CHECK_EQ_INT(c.smallAllReduce, 1);
+  S.maxBlockBytes = 2056; /* 257 packets */
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 1);
+  CHECK_EQ_INT(c.threads, 288);
+  S.maxBlockBytes = 4096;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 1);
+  CHECK_EQ_INT(c.threads, 512);
+  S.maxBlockBytes = 4104;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 2);
+  CHECK_EQ_INT(c.threads, 512);
   S.maxBlockBytes = 256 << 10;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, 8);

@@ -50,8 +50,14 @@ static void* produce(void* arg) {
   const Producer* p = (const Producer*)arg;
   for (uint64_t i = 0; i < p->n; ++i) {
     const uint64_t t = purlinRingTake(&words, 1);
+    /* As the enqueue node does (graphs/nodes.cu): the completed count
+     * loaded beside the ticket, reloaded while the slot is taken. */
+    uint64_t done = purlinRingCompleted(&words);
     unsigned spins = 0;
-    while (!purlinRingHasRoom(&words, t)) relax(&spins);
+    while (!purlinRingRoomFor(done, t)) {
+      relax(&spins);
+      done = purlinRingCompleted(&words);
+    }
     purlinCollDesc_t d;
     memset(&d, 0, sizeof d);
     d.coll = (uint8_t)p->id;

@@ -1,0 +1,317 @@
+/*
+ * decode.cu -- what purlin costs a captured tensor-parallel decode step:
+ * L layers, each a compute kernel of realistic duration (a memory-bound
+ * GEMV-like pass over a weight shard, ~10-50 us, on the SMs the
+ * megakernels leave free) followed by an AllReduce (bf16, sum) of its
+ * output, on every rank of one GPU (8 by default). One CUDA graph per mode
+ * holds every rank's step; the median replay is the step time. Modes:
+ *
+ *   eager    compute kernel, then purlinAllReduce (a kernel per call)
+ *   node     in a session: compute kernel, then purlinAllReduce (an
+ *            enqueue-and-wait node per call)
+ *   fused    in a session, device enqueue: the compute kernel's last CTA
+ *            enqueues its AllReduce (purlinDevEnqueue) and the next
+ *            layer's compute kernel waits for it in its prologue
+ *            (purlinDevWaitAll): no node per collective
+ *
+ * and the compute-only step (the same kernels, no collective) without and
+ * with resident megakernels (an empty session), so that what reserving
+ * their SMs costs is visible. Printed per AllReduce size: step times, the
+ * per-collective overhead (step - compute-only step) / L of each mode, and
+ * their ratios to eager. Every layer's AllReduce output is checked exactly
+ * after the timed replays, in every mode.
+ *
+ *   decode [ranks] [layers] [megakernelCtas]
+ */
+#include <algorithm>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "bench/harness.h"
+#include "purlin/device.cuh"
+#include "runtime/purlin.h"
+
+enum { kReplays = 20, kComputeThreads = 512 };
+
+/* The weight shard each compute kernel streams, per rank: ~8 MiB over a
+ * dozen SMs is ~20 us on an H200. */
+static const size_t kWeightBytes = (size_t)8 << 20;
+
+/* Dynamic shared memory a compute CTA asks for, so that it never shares an
+ * SM with a megakernel CTA (which holds most of its SM's shared memory):
+ * the compute kernels stay on the SMs the megakernels leave. */
+static const int kComputeSmem = 96 << 10;
+
+static __host__ __device__ uint16_t bf16OfInt(int v) {
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+
+/* A hash for inputs, on host and device (splitmix64's finaliser). */
+static __host__ __device__ uint32_t mixOf(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return (uint32_t)x;
+}
+
+/* The AllReduce input of layer `layer` on rank r: small integers (exact in
+ * bf16 whatever the sum order). */
+static __host__ __device__ int inputOf(int layer, int r, size_t i) {
+  return (int)(mixOf(((uint64_t)layer << 48) ^ ((uint64_t)r << 40) ^ i) % 9u) - 4;
+}
+
+/* One layer's compute on one rank: every CTA reads its slice of the weight
+ * shard and the previous layer's AllReduce output (the activation), then
+ * writes its slice of this layer's AllReduce input. The values written do
+ * not depend on what was read (so that outputs can be checked exactly),
+ * but the reads cannot be optimised away: a sum of them decides a store
+ * that never happens. In fused mode thread 0 of every CTA first waits for
+ * everything enqueued before (the previous layer's AllReduce), and the
+ * last CTA to finish enqueues this layer's. */
+__global__ void __launch_bounds__(kComputeThreads)
+    computeKernel(const uint4* w, size_t wVecs, const uint16_t* act, size_t actElems,
+                  uint16_t* x, size_t elems, int layer, int r, int fused, purlinDevQueue_t q,
+                  purlinDevColl_t coll, unsigned int* finished, int* sink) {
+  extern __shared__ unsigned char pad[];
+  if (fused) {
+    __shared__ int ok;
+    if (threadIdx.x == 0) ok = purlinDevWaitAll(q);
+    __syncthreads();
+    if (!ok) return;
+  }
+  uint32_t acc = 0;
+  const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t all = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = tid; i < wVecs; i += all) {
+    const uint4 v = w[i];
+    acc += v.x ^ v.y ^ v.z ^ v.w;
+  }
+  for (size_t i = tid; i < actElems; i += all) acc += act[i];
+  for (size_t i = tid; i < elems; i += all) x[i] = bf16OfInt(inputOf(layer, r, i));
+  if (acc == 0x9e3779b9u) sink[0] = (int)pad[0]; /* never, in practice */
+  if (!fused) return;
+  /* The grid's last CTA enqueues: every CTA's stores, fenced, before its
+   * arrival; the arrivals count up forever (one per CTA per launch). */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned int n = atomicAdd(finished, 1u) + 1u;
+    if (n % gridDim.x == 0) {
+      __threadfence();
+      purlinDevEnqueue(q, &coll);
+    }
+  }
+}
+
+/* A consumer at the end of a fused step: waits for the last AllReduce. */
+__global__ void waitKernel(purlinDevQueue_t q) {
+  if (threadIdx.x == 0) purlinDevWaitAll(q);
+}
+
+struct Rank {
+  purlinComm_t comm;
+  cudaStream_t stream;
+  cudaEvent_t join;
+  uint4* w;
+  std::vector<uint16_t*> x, y; /* per layer: AllReduce input and output */
+  std::vector<purlinDevColl_t> coll;
+  purlinDevQueue_t q;
+  unsigned int* finished;
+  int* sink;
+};
+
+struct Step {
+  int n, layers, grid;
+  size_t elems;
+  std::vector<Rank> R;
+  cudaStream_t main;
+  cudaEvent_t fork;
+};
+
+enum Mode { kComputeOnly, kComputeSession, kEager, kNode, kFused, kModes };
+
+static void recordRank(Step* S, int r, Mode m) {
+  Rank& k = S->R[r];
+  cudaStream_t s = k.stream;
+  const bool session = m == kComputeSession || m == kNode || m == kFused;
+  if (session) GPU_PURLIN_OK(purlinSessionBegin(k.comm, s));
+  for (int l = 0; l < S->layers; ++l) {
+    const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
+    computeKernel<<<S->grid, kComputeThreads, kComputeSmem, s>>>(
+        k.w, kWeightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
+        k.coll[l], k.finished, k.sink);
+    GPU_CUDA_OK(cudaGetLastError());
+    if (m == kEager || m == kNode)
+      GPU_PURLIN_OK(purlinAllReduce(k.x[l], k.y[l], S->elems, purlinBfloat16, purlinSum, k.comm, s));
+  }
+  if (m == kFused) waitKernel<<<1, 32, 0, s>>>(k.q);
+  if (session) GPU_PURLIN_OK(purlinSessionEnd(k.comm, s));
+}
+
+/* Median replay time of mode m's step, in microseconds. */
+static double stepUs(Step* S, Mode m) {
+  std::vector<cudaStream_t> streams(S->n);
+  std::vector<cudaEvent_t> join(S->n);
+  for (int r = 0; r < S->n; ++r) {
+    streams[r] = S->R[r].stream;
+    join[r] = S->R[r].join;
+  }
+  cudaGraphExec_t x = benchCaptureForked(S->main, S->fork, S->n, streams.data(), join.data(),
+                                         [&](int r, cudaStream_t) { recordRank(S, r, m); });
+  const double us = benchGraphMedianUs(x, S->main, kReplays);
+  GPU_CUDA_OK(cudaGraphExecDestroy(x));
+  return us;
+}
+
+/* Every layer's AllReduce output on every rank; poisons them after. */
+static long checkOutputs(Step* S) {
+  long wrong = 0;
+  std::vector<uint16_t> h(S->elems);
+  for (int r = 0; r < S->n; ++r)
+    for (int l = 0; l < S->layers; ++l) {
+      GPU_CUDA_OK(cudaMemcpy(h.data(), S->R[r].y[l], S->elems * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < S->elems; ++i) {
+        int sum = 0;
+        for (int q = 0; q < S->n; ++q) sum += inputOf(l, q, i);
+        wrong += h[i] != bf16OfInt(sum);
+      }
+      GPU_CUDA_OK(cudaMemset(S->R[r].y[l], 0xA5, S->elems * 2));
+    }
+  for (int r = 0; r < S->n; ++r) {
+    purlinResult_t a = purlinSuccess;
+    GPU_PURLIN_OK(purlinCommGetAsyncError(S->R[r].comm, &a));
+    if (a != purlinSuccess) {
+      printf("FAIL: rank %d: %s\n", r, purlinGetLastError(S->R[r].comm));
+      exit(1);
+    }
+  }
+  return wrong;
+}
+
+int main(int argc, char** argv) {
+  /* Before CUDA starts: two hardware queues per rank's session (README,
+   * Sessions), and kernels loaded up front. */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  if (benchDeviceCount("decode") == 0) return 0;
+  Step S;
+  S.n = argc > 1 ? atoi(argv[1]) : 8;
+  S.layers = argc > 2 ? atoi(argv[2]) : 8;
+  const int mk = argc > 3 ? atoi(argv[3]) : 2;
+  if (S.n < 1 || S.n > 16 || S.layers < 1 || S.layers > 64 || mk < 1 || mk > 32) {
+    fprintf(stderr, "usage: decode [ranks 1..16] [layers 1..64] [megakernelCtas 1..32]\n");
+    return 2;
+  }
+  int major = 0, minor = 0, sms = 0;
+  GPU_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  GPU_CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+  GPU_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  if (major * 10 + minor != 90) {
+    printf("SKIPPED decode: sessions run on compute capability 9.0 only\n");
+    return 0;
+  }
+  purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
+  cfg.megakernelCtas = mk;
+  const int reserved = S.n * cfg.megakernelCtas;
+  S.grid = std::max(1, (sms - reserved) / S.n);
+  cudaDeviceProp prop;
+  GPU_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  printf("# bench/decode: %d ranks on %s (one GPU, %d SMs), %d layers per step, each a compute "
+         "kernel of %d CTAs x %d threads streaming %zu MiB per rank plus an AllReduce (bf16 "
+         "sum); megakernelCtas %d (%d SMs reserved, %.1f%% of the GPU); median of %d "
+         "replays\n",
+         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, kWeightBytes >> 20,
+         cfg.megakernelCtas, reserved, 100.0 * reserved / sms, kReplays);
+  GPU_CUDA_OK(cudaFuncSetAttribute(computeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   kComputeSmem));
+  GPU_PURLIN_OK(purlinPreloadKernel((const void*)computeKernel));
+  GPU_PURLIN_OK(purlinPreloadKernel((const void*)waitKernel));
+  std::vector<purlinComm_t> comms(S.n);
+  std::vector<int> devices(S.n, 0);
+  GPU_PURLIN_OK(purlinCommInitAllConfig(comms.data(), S.n, devices.data(), &cfg));
+  GPU_CUDA_OK(cudaStreamCreateWithFlags(&S.main, cudaStreamNonBlocking));
+  GPU_CUDA_OK(cudaEventCreateWithFlags(&S.fork, cudaEventDisableTiming));
+  const size_t maxElems = (size_t)1 << 19; /* 1 MiB of bf16 */
+  S.R.resize(S.n);
+  for (int r = 0; r < S.n; ++r) {
+    Rank& k = S.R[r];
+    k.comm = comms[r];
+    GPU_CUDA_OK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
+    GPU_CUDA_OK(cudaEventCreateWithFlags(&k.join, cudaEventDisableTiming));
+    GPU_CUDA_OK(cudaMalloc(&k.w, kWeightBytes));
+    GPU_CUDA_OK(cudaMemset(k.w, r + 1, kWeightBytes));
+    GPU_CUDA_OK(cudaMalloc(&k.finished, sizeof(unsigned int)));
+    GPU_CUDA_OK(cudaMemset(k.finished, 0, sizeof(unsigned int)));
+    GPU_CUDA_OK(cudaMalloc(&k.sink, sizeof(int)));
+    k.x.resize(S.layers);
+    k.y.resize(S.layers);
+    k.coll.resize(S.layers);
+    for (int l = 0; l < S.layers; ++l) {
+      GPU_CUDA_OK(cudaMalloc(&k.x[l], maxElems * 2));
+      GPU_CUDA_OK(cudaMalloc(&k.y[l], maxElems * 2));
+      GPU_CUDA_OK(cudaMemset(k.y[l], 0, maxElems * 2));
+    }
+    GPU_PURLIN_OK(purlinSessionQueue(k.comm, &k.q));
+  }
+
+  printf("%10s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s\n", "size", "compute",
+         "comp+mk", "eager", "node", "fused", "(us/step)", "eager", "node", "fused",
+         "node/eager", "fused/eag");
+  printf("%10s %9s %9s %9s %9s %9s %9s | %8s %8s %8s |\n", "", "", "", "", "", "", "",
+         "us/coll", "us/coll", "us/coll");
+  double worstNode = 0, worstFused64k = 0, worstReserve = 0;
+  long wrongAll = 0;
+  for (size_t bytes = 8 << 10; bytes <= ((size_t)1 << 20); bytes *= 2) {
+    S.elems = bytes / 2;
+    for (int r = 0; r < S.n; ++r)
+      for (int l = 0; l < S.layers; ++l)
+        GPU_PURLIN_OK(purlinDevCollPrepare(S.R[r].comm, purlinKindAllReduce, S.R[r].x[l],
+                                           S.R[r].y[l], S.elems, NULL, purlinBfloat16,
+                                           purlinSum, &S.R[r].coll[l]));
+    double t[kModes];
+    long wrong = 0;
+    for (int m = 0; m < kModes; ++m) {
+      t[m] = stepUs(&S, (Mode)m);
+      if (m >= kEager) wrong += checkOutputs(&S);
+    }
+    wrongAll += wrong;
+    const double base = t[kComputeSession];
+    const double e = (t[kEager] - t[kComputeOnly]) / S.layers;
+    const double nd = (t[kNode] - base) / S.layers;
+    const double f = (t[kFused] - base) / S.layers;
+    printf("%10zu %9.1f %9.1f %9.1f %9.1f %9.1f %9s | %8.2f %8.2f %8.2f | %10.2f %10.2f%s\n",
+           bytes, t[kComputeOnly], t[kComputeSession], t[kEager], t[kNode], t[kFused], "", e,
+           nd, f, nd / e, f / e, wrong ? "  WRONG" : "");
+    fflush(stdout);
+    worstReserve = std::max(worstReserve, t[kComputeSession] / t[kComputeOnly]);
+    worstNode = std::max(worstNode, nd / e);
+    if (bytes <= (64 << 10)) worstFused64k = std::max(worstFused64k, f / e);
+  }
+  printf("# per-collective overhead = (step - compute-only step) / layers; eager against the "
+         "compute-only step without megakernels, node and fused against the one with them\n");
+  printf("fused / eager overhead at <= 64 KiB, worst: %.2f (target <= 0.50)\n", worstFused64k);
+  printf("node / eager overhead, every size, worst: %.2f (target <= 1.00)\n", worstNode);
+  printf("compute-only step with megakernels resident / without, worst: %.3f (target <= %.3f: "
+         "1 + the SM share reserved)\n",
+         worstReserve, 1.0 + (double)reserved / sms);
+  printf("#wrong, all modes and sizes: %ld\n", wrongAll);
+  for (int r = 0; r < S.n; ++r) {
+    Rank& k = S.R[r];
+    for (int l = 0; l < S.layers; ++l) {
+      GPU_CUDA_OK(cudaFree(k.x[l]));
+      GPU_CUDA_OK(cudaFree(k.y[l]));
+    }
+    GPU_CUDA_OK(cudaFree(k.w));
+    GPU_CUDA_OK(cudaFree(k.finished));
+    GPU_CUDA_OK(cudaFree(k.sink));
+    GPU_PURLIN_OK(purlinCommDestroy(k.comm));
+  }
+  return wrongAll == 0 ? 0 : 1;
+}
