@@ -18,14 +18,22 @@ static const char* const collNames[purlinNumCollectives] = {
     [purlinCollAllToAllV] = "AllToAllV",
 };
 
-/* A buffer with data must be reachable by the rank's kernels. */
+/* A buffer with data must be reachable by the rank's kernels, and aligned
+ * to its element size: the reductions load whole elements, and a typed
+ * load from a misaligned address faults the CUDA context (a 2-byte offset
+ * on fp32 did, on an H200). What cudaMalloc, cudaMallocAsync and every
+ * PyTorch tensor give is aligned. */
 static purlinResult_t checkBuffer(const char* coll, const char* name, const void* p,
-                                  uint64_t elems, int device) {
+                                  uint64_t elems, size_t eb, int device) {
   int usable = 0;
   const char* kind = "";
   if (elems == 0) return purlinSuccess;
   PURLIN_RETURN_IF(p == NULL, purlinInvalidArgument, "purlin%s: %s is NULL but holds %llu elements",
                    coll, name, (unsigned long long)elems);
+  PURLIN_RETURN_IF((uintptr_t)p % eb != 0, purlinInvalidArgument,
+                   "purlin%s: %s %p is not aligned to its datatype's %zu bytes (collectives "
+                   "take buffers aligned to their element size)",
+                   coll, name, p, eb);
   PURLIN_CHECK(purlinPlatformGet()->pointerUsable(p, device, &usable, &kind));
   PURLIN_RETURN_IF(!usable, purlinInvalidArgument,
                    "purlin%s: %s %p is %s; collectives read and write GPU memory (cudaMalloc, "
@@ -57,8 +65,8 @@ purlinResult_t purlinCollCheckArgs(int rank, int device, const purlinLayout_t* l
                    coll);
 
   uint64_t inElems = purlinLayoutInputCount(l, rank), outElems = purlinLayoutOutputCount(l, rank);
-  PURLIN_CHECK(checkBuffer(coll, "sendbuff", sendbuff, inElems, device));
-  PURLIN_CHECK(checkBuffer(coll, "recvbuff", recvbuff, outElems, device));
+  PURLIN_CHECK(checkBuffer(coll, "sendbuff", sendbuff, inElems, eb, device));
+  PURLIN_CHECK(checkBuffer(coll, "recvbuff", recvbuff, outElems, eb, device));
 
   /* Overlap is allowed only in NCCL's in-place arrangements. */
   uintptr_t s0 = (uintptr_t)sendbuff, s1 = s0 + inElems * eb;

@@ -336,6 +336,11 @@ static purlinResult_t configsAgree(const purlinConfig_t* c, const purlinConfig_t
       {"timeoutMs", (unsigned long long)c->timeoutMs, (unsigned long long)c0->timeoutMs},
       {"latencyBufferBytes", c->latencyBufferBytes, c0->latencyBufferBytes},
       {"throughputBufferBytes", c->throughputBufferBytes, c0->throughputBufferBytes},
+      /* The plan's inputs: ranks that chose different paths or CTA counts
+       * for one call would slice it differently (CTA b talks to CTA b). */
+      {"path", (unsigned long long)c->path, (unsigned long long)c0->path},
+      {"collectiveCtas", (unsigned long long)c->collectiveCtas,
+       (unsigned long long)c0->collectiveCtas},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i)
     PURLIN_RETURN_IF(fields[i].value != fields[i].value0, purlinInvalidUsage,

@@ -379,7 +379,8 @@ PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResul
  * purlinCommGetAsyncError (the communicator is then aborted), never a hang.
  *
  * Buffers are device memory of the rank's GPU (cudaMalloc, memory pools,
- * managed memory). In place: AllReduce with sendbuff == recvbuff;
+ * managed memory), aligned to their datatype's size (what cudaMalloc and
+ * PyTorch give; any further alignment is handled). In place: AllReduce with sendbuff == recvbuff;
  * AllGather(V) with sendbuff == recvbuff + (offset of this rank's block);
  * ReduceScatter(V) with recvbuff == sendbuff + (offset of this rank's block).
  * Other overlaps are refused (purlinInvalidUsage).
@@ -391,8 +392,8 @@ PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResul
  *
  * Errors returned before anything is launched, with a message in
  * purlinGetLastError(comm): purlinInvalidArgument (datatype, op, counts
- * whose buffers exceed 2^62 bytes, NULL or host buffers holding data, NULL
- * counts), purlinInvalidUsage (bad overlap, forced latency path too small),
+ * whose buffers exceed 2^62 bytes, NULL or host buffers holding data,
+ * buffers not aligned to their datatype's size, NULL counts), purlinInvalidUsage (bad overlap, forced latency path too small),
  * purlinAborted (the communicator was aborted), purlinUnhandledCudaError
  * (the launch failed). */
 

@@ -13,7 +13,7 @@
 #include "runtime/platform.h"
 #include "tests/unit/check.h"
 
-static char arena[1 << 20]; /* "device memory" */
+static _Alignas(256) char arena[1 << 20]; /* "device memory" */
 static char hostBuffer[4096];
 
 static purlinResult_t fakeDeviceCount(int* n) {
@@ -61,6 +61,22 @@ int main(void) {
          purlinInvalidArgument, "sendbuff is NULL but holds 100 elements");
   EXPECT(purlinCollCheckArgs(me, 0, &ar, a, NULL, purlinFloat32, purlinSum),
          purlinInvalidArgument, "recvbuff is NULL");
+  /* Misaligned for the datatype: refused before anything runs (a typed
+   * load there would fault the context); bytes and aligned halves pass. */
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a + 2, b, purlinFloat32, purlinSum),
+         purlinInvalidArgument, "is not aligned to its datatype's 4 bytes");
+  EXPECT(purlinCollCheckArgs(me, 0, &ar, a, b + 1, purlinFloat32, purlinSum),
+         purlinInvalidArgument, "recvbuff");
+  {
+    purlinLayout_t ar2 = {purlinCollAllReduce, n, 2, 100, NULL};
+    purlinLayout_t ar1 = {purlinCollAllReduce, n, 1, 100, NULL};
+    EXPECT(purlinCollCheckArgs(me, 0, &ar2, a + 2, b + 6, purlinBfloat16, purlinSum),
+           purlinSuccess, "");
+    EXPECT(purlinCollCheckArgs(me, 0, &ar2, a + 1, b, purlinBfloat16, purlinSum),
+           purlinInvalidArgument, "2 bytes");
+    EXPECT(purlinCollCheckArgs(me, 0, &ar1, a + 1, b + 3, purlinFp8E4M3, purlinSum),
+           purlinSuccess, "");
+  }
   EXPECT(purlinCollCheckArgs(me, 0, &ar, hostBuffer, b, purlinFloat32, purlinSum),
          purlinInvalidArgument, "is unregistered host memory");
   EXPECT(purlinCollCheckArgs(me, 0, &ar, a, b, (purlinDataType_t)6, purlinSum),

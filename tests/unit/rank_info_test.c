@@ -57,6 +57,15 @@ int main(void) {
   in[1].config.megakernelCtas = 4;
   expectRefused(in, 4, TEXTS("rank 1's configuration", "megakernelCtas is 4 on rank 1"));
   in[1] = info(1, 4);
+  /* The plan's inputs must agree too: other paths or CTA counts would
+   * slice one call differently on different ranks. */
+  in[2].config.path = purlinPathThroughput;
+  expectRefused(in, 4, TEXTS("rank 2's configuration", "path is 2 on rank 2 and 0 on rank 0"));
+  in[2] = info(2, 4);
+  in[1].config.collectiveCtas = 3;
+  expectRefused(in, 4,
+                TEXTS("rank 1's configuration", "collectiveCtas is 3 on rank 1 and 0 on rank 0"));
+  in[1] = info(1, 4);
   in[3].nranks = 5;
   expectRefused(in, 4, TEXTS("rank 3 passed nranks 5 and rank 0 passed nranks 4"));
   in[3] = info(3, 4);
