@@ -188,14 +188,6 @@ PURLIN_STATIC_ASSERT((int)purlinKindAllReduce == (int)purlinCollAllReduce &&
                          (int)purlinKindAllToAllV == (int)purlinCollAllToAllV,
                      "purlinCollKind_t follows purlinCollective_t");
 
-PURLIN_API purlinResult_t purlinSessionQueue(purlinComm_t comm, purlinDevQueue_t* queue) {
-  purlinClearThreadError();
-  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinSessionQueue"));
-  PURLIN_RETURN_IF(queue == NULL, purlinInvalidArgument, "purlinSessionQueue: queue is NULL");
-  queue->control = comm->devComm;
-  return purlinSuccess;
-}
-
 PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t comm, purlinCollKind_t kind,
                                                const void* sendbuff, void* recvbuff,
                                                size_t count, const size_t* deviceCounts,

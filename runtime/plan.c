@@ -83,24 +83,30 @@ static int latencyThreads(purlinCollective_t coll, uint64_t maxBlockBytes) {
   return PURLIN_LATENCY_THREADS;
 }
 
+/* Threads per CTA of a latency-path call: an eager launch's
+ * (latencyThreads); a resident executor's CTA width, except for an
+ * AllReduce whose packets fit one CTA, which takes only the warps its
+ * packets need, so that it runs on one CTA: the megakernel runs a one-CTA
+ * descriptor with no cross-CTA step (posting to a second CTA and gathering
+ * its finish cost ~1.5 us, bench/session_latency's trace), and the team's
+ * idle warps are left out of the routine. */
+static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
+                              uint64_t packets) {
+  if (f->executorCtas == 0) return latencyThreads(s->coll, s->maxBlockBytes);
+  const uint64_t warps = ceilDiv(packets, 32) * 32;
+  if (s->coll == purlinCollAllReduce && warps <= (uint64_t)f->executorThreads)
+    return warps < 32 ? 32 : (int)warps;
+  return f->executorThreads;
+}
+
 static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, purlinPlan_t* p) {
   const int resident = f->executorCtas > 0;
   const int maxCtas = resident ? f->executorCtas : PURLIN_LATENCY_MAX_CTAS;
-  p->threads = resident ? f->executorThreads : latencyThreads(s->coll, s->maxBlockBytes);
   const uint64_t packets = ceilDiv(s->maxBlockBytes, 8);
+  p->threads = planLatencyThreads(s, f, packets);
   /* Every peer's header needs a thread of its own. */
   const int least = (int)ceilDiv((uint64_t)s->nranks, (uint64_t)p->threads);
-  if (resident && s->coll == purlinCollAllReduce &&
-      ceilDiv(packets, 32) * 32 <= (uint64_t)f->executorThreads) {
-    /* A resident executor's AllReduce whose packets fit one CTA runs on
-     * one CTA, with only the warps its packets need: the megakernel runs a
-     * one-CTA descriptor with no cross-CTA step (posting to a second CTA
-     * and gathering its finish cost ~1.5 us, bench/session_latency's
-     * trace), and the team's idle warps are left out of the routine. */
-    p->threads = (int)(ceilDiv(packets, 32) * 32);
-    if (p->threads < 32) p->threads = 32;
-    p->ctas = 1;
-  } else if (f->forcedCtas > 0 && !resident) {
+  if (f->forcedCtas > 0 && !resident) {
     p->ctas = clampInt((uint64_t)f->forcedCtas, least, maxCtas);
   } else {
     /* As many CTAs as the packets need, one per thread. */

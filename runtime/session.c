@@ -345,6 +345,14 @@ out:
   return sessionFail(comm, res);
 }
 
+PURLIN_API purlinResult_t purlinSessionQueue(purlinComm_t comm, purlinDevQueue_t* queue) {
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinSessionQueue"));
+  PURLIN_RETURN_IF(queue == NULL, purlinInvalidArgument, "purlinSessionQueue: queue is NULL");
+  queue->control = comm->devComm;
+  return purlinSuccess;
+}
+
 PURLIN_API purlinResult_t purlinPreloadKernel(const void* fn) {
   purlinClearThreadError();
   PURLIN_RETURN_IF(fn == NULL, purlinInvalidArgument, "purlinPreloadKernel: fn is NULL");

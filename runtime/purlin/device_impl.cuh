@@ -54,10 +54,10 @@ static __device__ unsigned long long purlinDevEnqueue(purlinDevQueue_t q,
 }
 
 static __device__ int purlinDevWait(purlinDevQueue_t q, unsigned long long ticket) {
+  if (ticket == PURLIN_DEV_NO_TICKET) return 0; /* its enqueue failed, and was reported */
   purlinDevComm_t* dc = (purlinDevComm_t*)q.control;
   SnacState st;
   snacInit(&st, dc, dc->rank, 0, 0);
-  if (ticket == PURLIN_DEV_NO_TICKET) return 0;
   return purlinEnqueueWait((purlinControl_t*)q.control, &st, ticket) ? 1 : 0;
 }
 

@@ -340,6 +340,34 @@ __global__ void fillKernel(float* in, int r, uint32_t replay, size_t elems) {
     in[i] = (float)((int)(gpuTestMix(((uint64_t)replay << 40) ^ ((uint64_t)r << 32) ^ i) % 201u) - 100);
 }
 
+/* Forks every rank's stream from `main` (event `fork`), records
+ * body(r, stream) on it and joins it back (event join[r]). */
+template <typename F>
+static void forkJoin(World& w, cudaStream_t main, cudaEvent_t fork,
+                     const std::vector<cudaEvent_t>& join, F body) {
+  GPU_CUDA_OK(cudaEventRecord(fork, main));
+  for (int r = 0; r < w.n; ++r) {
+    GPU_CUDA_OK(cudaStreamWaitEvent(w.streams[r], fork, 0));
+    body(r, w.streams[r]);
+    GPU_CUDA_OK(cudaEventRecord(join[r], w.streams[r]));
+    GPU_CUDA_OK(cudaStreamWaitEvent(main, join[r], 0));
+  }
+}
+
+/* forkJoin captured from `main` as one graph, instantiated. */
+template <typename F>
+static cudaGraphExec_t captureForkJoin(World& w, cudaStream_t main, cudaEvent_t fork,
+                                       const std::vector<cudaEvent_t>& join, F body) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  GPU_CUDA_OK(cudaStreamBeginCapture(main, cudaStreamCaptureModeGlobal));
+  forkJoin(w, main, fork, join, body);
+  GPU_CUDA_OK(cudaStreamEndCapture(main, &graph));
+  GPU_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  GPU_CUDA_OK(cudaGraphDestroy(graph));
+  return exec;
+}
+
 static void graphCase(int n, int K, int R) {
   World w = makeWorld(n, 8, 10000);
   const int elems = 16;
@@ -355,22 +383,13 @@ static void graphCase(int n, int K, int R) {
   std::vector<cudaEvent_t> join(n);
   GPU_CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaEventCreateWithFlags(&join[r], cudaEventDisableTiming));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  GPU_CUDA_OK(cudaStreamBeginCapture(main, cudaStreamCaptureModeGlobal));
-  GPU_CUDA_OK(cudaEventRecord(fork, main));
-  for (int r = 0; r < n; ++r) {
-    GPU_CUDA_OK(cudaStreamWaitEvent(w.streams[r], fork, 0));
-    GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
+  cudaGraphExec_t exec = captureForkJoin(w, main, fork, join, [&](int r, cudaStream_t s) {
+    GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], s));
     for (int k = 0; k < K; ++k)
       GPU_PURLIN_OK(purlinAllReduce(in[r] + (size_t)k * elems, out[r] + (size_t)k * elems, elems,
-                                    purlinFloat32, purlinSum, w.comms[r], w.streams[r]));
-    GPU_PURLIN_OK(purlinSessionEnd(w.comms[r], w.streams[r]));
-    GPU_CUDA_OK(cudaEventRecord(join[r], w.streams[r]));
-    GPU_CUDA_OK(cudaStreamWaitEvent(main, join[r], 0));
-  }
-  GPU_CUDA_OK(cudaStreamEndCapture(main, &graph));
-  GPU_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+                                    purlinFloat32, purlinSum, w.comms[r], s));
+    GPU_PURLIN_OK(purlinSessionEnd(w.comms[r], s));
+  });
   std::vector<float> got(total);
   std::vector<int> want(total);
   long wrong = 0;
@@ -423,7 +442,6 @@ static void graphCase(int n, int K, int R) {
   GPU_CUDA_OK(cudaDeviceSynchronize());
   printf("ok   cudaFree and cudaDeviceSynchronize return after the session's end\n");
   GPU_CUDA_OK(cudaGraphExecDestroy(exec));
-  GPU_CUDA_OK(cudaGraphDestroy(graph));
   for (int r = 0; r < n; ++r) {
     GPU_CUDA_OK(cudaFree(in[r]));
     GPU_CUDA_OK(cudaFree(out[r]));
@@ -644,21 +662,7 @@ static void deviceCase(int n) {
   std::vector<cudaEvent_t> join(n);
   GPU_CUDA_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaEventCreateWithFlags(&join[r], cudaEventDisableTiming));
-  auto all = [&]() {
-    GPU_CUDA_OK(cudaEventRecord(fork, main));
-    for (int r = 0; r < n; ++r) {
-      GPU_CUDA_OK(cudaStreamWaitEvent(w.streams[r], fork, 0));
-      record(r, w.streams[r]);
-      GPU_CUDA_OK(cudaEventRecord(join[r], w.streams[r]));
-      GPU_CUDA_OK(cudaStreamWaitEvent(main, join[r], 0));
-    }
-  };
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  GPU_CUDA_OK(cudaStreamBeginCapture(main, cudaStreamCaptureModeGlobal));
-  all();
-  GPU_CUDA_OK(cudaStreamEndCapture(main, &graph));
-  GPU_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphExec_t exec = captureForkJoin(w, main, fork, join, record);
   long wrong = 0;
   for (uint32_t rep = 0; rep < 4; ++rep) { /* 0: direct calls; 1-3: graph replays */
     GPU_CUDA_OK(cudaMemcpyAsync(replay, &rep, 4, cudaMemcpyHostToDevice, main));
@@ -667,7 +671,7 @@ static void deviceCase(int n) {
       GPU_CUDA_OK(cudaMemsetAsync(snap[r], 0xA5, total * 4, main));
       GPU_CUDA_OK(cudaMemsetAsync(outE[r], 0xA5, 3 * nE * 4, main));
     }
-    if (rep == 0) all();
+    if (rep == 0) forkJoin(w, main, fork, join, record);
     else GPU_CUDA_OK(cudaGraphLaunch(exec, main));
     GPU_CUDA_OK(cudaStreamSynchronize(main));
     std::vector<float> got(total);
@@ -705,7 +709,6 @@ static void deviceCase(int n) {
          "graph replayed 3 times: %ld wrong\n",
          wrong == 0 ? "ok  " : "FAIL", n, wrong);
   GPU_CUDA_OK(cudaGraphExecDestroy(exec));
-  GPU_CUDA_OK(cudaGraphDestroy(graph));
   GPU_CUDA_OK(cudaEventDestroy(fork));
   GPU_CUDA_OK(cudaStreamDestroy(main));
   GPU_CUDA_OK(cudaFree(replay));
