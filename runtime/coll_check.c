@@ -131,10 +131,20 @@ purlinResult_t purlinCollCountsOnDevice(purlinComm_t comm, const size_t* counts,
 }
 
 purlinResult_t purlinCollCheckUnsizedBuffer(purlinComm_t comm, const char* fn, const char* name,
-                                            const void* p) {
+                                            const void* p, size_t eb) {
   int usable = 0;
   const char* kind = "";
-  if (p == NULL) return purlinSuccess;
+  /* The sizes come from the device when the kernel runs, so an empty
+   * buffer cannot be told from a missing one here: every buffer must be
+   * real device memory. */
+  PURLIN_RETURN_IF(p == NULL, purlinInvalidArgument,
+                   "%s: %s is NULL; with counts in device memory the sizes are known only on "
+                   "the device, so pass a device buffer even for an empty block",
+                   fn, name);
+  PURLIN_RETURN_IF((uintptr_t)p % eb != 0, purlinInvalidArgument,
+                   "%s: %s %p is not aligned to its datatype's %zu bytes (collectives take "
+                   "buffers aligned to their element size)",
+                   fn, name, p, eb);
   PURLIN_CHECK(purlinPlatformGet()->pointerUsable(p, comm->device, &usable, &kind));
   PURLIN_RETURN_IF(!usable, purlinInvalidArgument,
                    "%s: %s %p is %s; collectives read and write GPU memory (cudaMalloc, or "

@@ -37,11 +37,12 @@ purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
  * collective runs) or host memory (read now). */
 purlinResult_t purlinCollCountsOnDevice(purlinComm_t comm, const size_t* counts, int* onDevice);
 
-/* A non-NULL buffer of a call whose sizes only the device knows must still
- * be memory the rank's kernels can reach (`fn` and `name` for the
- * message). */
+/* A buffer of a call whose sizes only the device knows must be memory the
+ * rank's kernels can reach, aligned to `eb`, and not NULL (an empty block
+ * cannot be told from a missing buffer before the kernel runs); `fn` and
+ * `name` for the message. */
 purlinResult_t purlinCollCheckUnsizedBuffer(purlinComm_t comm, const char* fn, const char* name,
-                                            const void* p);
+                                            const void* p, size_t eb);
 
 /* Gathers the plan's facts of the communicator (comm->planFacts) at its
  * first collective call or session; afterwards a no-op. */

@@ -95,8 +95,11 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
     purlinLayout_t z = l;
     z.counts = zeros;
     PURLIN_CHECK(purlinCollCheck(comm, &z, sendbuff, recvbuff, dtype, op));
-    PURLIN_CHECK(collFail(comm, purlinCollCheckUnsizedBuffer(comm, fn, "sendbuff", sendbuff)));
-    PURLIN_CHECK(collFail(comm, purlinCollCheckUnsizedBuffer(comm, fn, "recvbuff", recvbuff)));
+    const size_t eb = purlinDtypeBytes(dtype);
+    PURLIN_CHECK(
+        collFail(comm, purlinCollCheckUnsizedBuffer(comm, fn, "sendbuff", sendbuff, eb)));
+    PURLIN_CHECK(
+        collFail(comm, purlinCollCheckUnsizedBuffer(comm, fn, "recvbuff", recvbuff, eb)));
   } else {
     PURLIN_CHECK(purlinCollCheck(comm, &l, sendbuff, recvbuff, dtype, op));
   }

@@ -767,6 +767,7 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
     purlinSessionRelease(comm);
     if (prev >= 0) cudaSetDevice(prev);
   }
+  purlinOrderRelease(&comm->order);
   purlinGroupForget(comm);
   comm->magic = 0;
   free(comm);
@@ -851,7 +852,22 @@ PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResul
   if (group->asyncError == purlinSuccess && abort == PURLIN_ABORT_DEVICE) {
     volatile purlinErrorRecord_t* rec = group->abortHost;
     group->asyncError = (purlinResult_t)rec->code;
-    if (rec->what == PURLIN_ERROR_WAIT_MISMATCH)
+    /* The device fills the record before it raises the word (snacRaise);
+     * a raised word beside no code is a defect, and never reads as
+     * success. */
+    if (group->asyncError == purlinSuccess) group->asyncError = purlinInternalError;
+    if (rec->code == 0)
+      snprintf(group->asyncMessage, sizeof group->asyncMessage,
+               "purlinInternalError: the device raised the abort word with an empty error "
+               "record (rank %d); the communicator is aborted",
+               comm->rank);
+    else if (rec->what == PURLIN_ERROR_PEER_FAILED)
+      snprintf(group->asyncMessage, sizeof group->asyncMessage,
+               "%s: rank %d stopped in collective #%llu because rank %d, in another process, "
+               "failed first (its process reports why); the communicator is aborted",
+               purlinGetErrorName(group->asyncError), (int)rec->rank,
+               (unsigned long long)rec->epoch, (int)rec->peer);
+    else if (rec->what == PURLIN_ERROR_WAIT_MISMATCH)
       snprintf(group->asyncMessage, sizeof group->asyncMessage,
                "%s: rank %d and rank %d ran different collectives in collective #%llu "
                "(descriptor word 0x%016llx); every rank must call the same collectives with "

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "runtime/errors.h"
+#include "runtime/order.h"
 #include "runtime/plan.h"
 #include "runtime/purlin.h"
 #include "runtime/session.h"
@@ -61,6 +62,8 @@ struct purlinComm {
   /* Sessions (runtime/session.c): while one is open, collectives go to the
    * rank's megakernel. Used by one thread at a time, like the rest. */
   purlinSession_t session;
+  /* Calls run in call order whatever their streams (order.h). */
+  purlinOrder_t order;
   char lastError[PURLIN_ERROR_MSG_MAX];
 };
 

@@ -59,6 +59,9 @@ static void loadAll(void) {
       {"cuMemGetAllocationGranularity", (void**)&purlinDriver.memGetAllocationGranularity},
       {"cuMemExportToShareableHandle", (void**)&purlinDriver.memExportToShareableHandle},
       {"cuMemImportFromShareableHandle", (void**)&purlinDriver.memImportFromShareableHandle},
+      {"cuMemGetAllocationPropertiesFromHandle",
+       (void**)&purlinDriver.memGetAllocationPropertiesFromHandle},
+      {"cuMemGetAccess", (void**)&purlinDriver.memGetAccess},
   };
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; ++i) {
     if (!lookup(entries[i].symbol, entries[i].fn)) {

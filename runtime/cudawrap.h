@@ -37,6 +37,8 @@ struct purlinDriverTable {
   PFN_cuMemGetAllocationGranularity_v10020 memGetAllocationGranularity;
   PFN_cuMemExportToShareableHandle_v10020 memExportToShareableHandle;
   PFN_cuMemImportFromShareableHandle_v10020 memImportFromShareableHandle;
+  PFN_cuMemGetAllocationPropertiesFromHandle_v10020 memGetAllocationPropertiesFromHandle;
+  PFN_cuMemGetAccess_v10020 memGetAccess;
 };
 
 /* Filled by purlinDriverLoad; all NULL before. */

@@ -22,6 +22,11 @@ purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   int prev = -1;
   PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  purlinResult_t res = purlinOrderBefore(&comm->order, stream);
+  if (res != purlinSuccess) {
+    if (prev != comm->device) cudaSetDevice(prev);
+    return res;
+  }
   cudaError_t err;
   if (d->path == purlinPathLatency) {
     purlinLatencyArgs_t a;
@@ -40,7 +45,8 @@ purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
     purlinThroughputArgsFromDesc(d, comm->devComm, comm->nranks, &a);
     err = purlinThroughputLaunch(&a, hostCounts, d->ctas, (purlinAtomKind_t)d->atom, stream);
   }
+  if (err != cudaSuccess) res = purlinCudaError(err, "purlinEagerLaunch", __FILE__, __LINE__);
+  else res = purlinOrderAfter(&comm->order, stream);
   if (prev != comm->device) cudaSetDevice(prev);
-  if (err != cudaSuccess) return purlinCudaError(err, "purlinEagerLaunch", __FILE__, __LINE__);
-  return purlinSuccess;
+  return res;
 }

@@ -4,6 +4,7 @@
 #include "runtime/platform.h"
 
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 
 #include "runtime/cudawrap.h"
 #include "runtime/errors.h"
@@ -41,9 +42,28 @@ static purlinResult_t cudaPointerUsable(const void* ptr, int dev, int* usable, c
   if (err != cudaSuccess) return purlinCudaError(err, "cudaPointerGetAttributes", __FILE__, __LINE__);
   switch (attr.type) {
     case cudaMemoryTypeDevice:
-      /* Memory of another GPU is usable when peer-mapped (VMM heaps are). */
-      *kind = attr.device == dev ? "device memory" : "another GPU's memory";
-      *usable = 1;
+      if (attr.device == dev) {
+        *kind = "device memory";
+        *usable = 1;
+        break;
+      }
+      /* Memory of another GPU is usable when mapped for this one (VMM
+       * memory whose access was granted, as purlin's heaps are); anything
+       * else (cudaMalloc memory of another GPU) is refused, since whether
+       * peer access is enabled cannot be asked without changing it. */
+      *kind = "another GPU's memory, not mapped for the communicator's GPU";
+      if (purlinDriverLoad() == purlinSuccess) {
+        CUmemLocation loc;
+        unsigned long long flags = 0;
+        loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        loc.id = dev;
+        if (purlinDriver.memGetAccess(&flags, &loc, (CUdeviceptr)(uintptr_t)ptr) ==
+                CUDA_SUCCESS &&
+            flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+          *kind = "another GPU's memory, mapped for the communicator's GPU";
+          *usable = 1;
+        }
+      }
       break;
     case cudaMemoryTypeManaged:
       *kind = "managed memory";

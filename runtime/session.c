@@ -50,7 +50,6 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   PURLIN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming), res, fail);
-  PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->chain, cudaEventDisableTiming), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaMalloc((void**)&s->countsBlock, (size_t)PURLIN_RING_SLOTS *
                                                                  s->countsPerSlot *
                                                                  sizeof(uint64_t)),
@@ -90,28 +89,13 @@ purlinResult_t purlinSessionPrepare(purlinComm_t comm, const char* fn) {
 void purlinSessionRelease(purlinComm_t comm) {
   purlinSession_t* s = &comm->session;
   if (s->countsBlock != NULL) cudaFree(s->countsBlock);
-  if (s->chain != NULL) cudaEventDestroy(s->chain);
   if (s->join != NULL) cudaEventDestroy(s->join);
   if (s->fork != NULL) cudaEventDestroy(s->fork);
   if (s->side != NULL) cudaStreamDestroy(s->side);
   s->countsBlock = NULL;
-  s->chain = s->join = s->fork = NULL;
+  s->join = s->fork = NULL;
   s->side = NULL;
   s->made = 0;
-}
-
-/* Calls on one communicator run in call order whatever their streams: a
- * call on another stream than the session's previous call first waits for
- * that call's node (an event; in a capture, an edge of the graph). This is
- * also what keeps every rank's ring in the same order. */
-static purlinResult_t sessionOrder(purlinComm_t comm, cudaStream_t stream) {
-  purlinSession_t* s = &comm->session;
-  if (stream != s->last) {
-    PURLIN_CUDA_CHECK(cudaEventRecord(s->chain, s->last));
-    PURLIN_CUDA_CHECK(cudaStreamWaitEvent(stream, s->chain, 0));
-    s->last = stream;
-  }
-  return purlinSuccess;
 }
 
 /* --- Groups --------------------------------------------------------------
@@ -146,8 +130,8 @@ static int groupDefers(purlinComm_t comm, cudaStream_t stream) {
 
 /* The waits of one communicator's deferred calls: a wait-all node on the
  * stream of its last call (ordered after every call of the group by the
- * session's chain), and every other stream of the group made to wait for
- * that node. Leaves the communicator out of the group. */
+ * communicator's call order, order.h), and every other stream of the group
+ * made to wait for that node. Leaves the communicator out of the group. */
 static purlinResult_t groupFlush(purlinComm_t comm) {
   purlinSession_t* s = &comm->session;
   purlinResult_t res = purlinSuccess;
@@ -157,15 +141,18 @@ static purlinResult_t groupFlush(purlinComm_t comm) {
   int prev = -1;
   PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
-  cudaError_t err = purlinNodeWaitAll(comm->devComm, s->last);
+  cudaStream_t last = purlinOrderLast(&comm->order);
+  PURLIN_CHECK_GOTO(purlinOrderBefore(&comm->order, last), res, out);
+  cudaError_t err = purlinNodeWaitAll(comm->devComm, last);
   if (err != cudaSuccess) {
     res = purlinCudaError(err, "purlinNodeWaitAll", __FILE__, __LINE__);
-  } else if (s->groupStreams > 1) {
-    PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->chain, s->last), res, out);
-    for (int i = 0; i < s->groupStreams; ++i)
-      if (s->groupStream[i] != s->last)
-        PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->groupStream[i], s->chain, 0), res, out);
+    goto out;
   }
+  PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, last), res, out);
+  for (int i = 0; i < s->groupStreams; ++i)
+    if (s->groupStream[i] != last)
+      PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->groupStream[i], comm->order.event, 0), res,
+                             out);
 out:
   s->groupStreams = 0;
   if (prev != comm->device) cudaSetDevice(prev);
@@ -228,12 +215,13 @@ purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   int prev = -1;
   PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
-  purlinResult_t res = sessionOrder(comm, stream);
+  purlinResult_t res = purlinOrderBefore(&comm->order, stream);
   if (res == purlinSuccess) {
     const int wait = !groupDefers(comm, stream);
     cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, wait, stream);
     if (err != cudaSuccess) res = purlinCudaError(err, "purlinNodeEnqueue", __FILE__, __LINE__);
   }
+  if (res == purlinSuccess) res = purlinOrderAfter(&comm->order, stream);
   if (prev != comm->device) cudaSetDevice(prev);
   return res;
 }
@@ -294,15 +282,17 @@ PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t comm, struct CUstream_
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
   purlinResult_t res = purlinSessionPrepare(comm, "purlinSessionBegin");
   if (res == purlinSuccess) {
-    /* Fork, launch, and hold `stream` until every CTA is resident, so
-     * that later work on it never takes the SMs the megakernel needs. */
+    /* After the communicator's calls on other streams; then fork,
+     * launch, and hold `stream` until every CTA is resident, so that
+     * later work on it never takes the SMs the megakernel needs. */
+    PURLIN_CHECK_GOTO(purlinOrderBefore(&comm->order, stream), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->fork, stream), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->side, s->fork, 0), res, out);
     PURLIN_CUDA_CHECK_GOTO(purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->side), res,
                            out);
     PURLIN_CUDA_CHECK_GOTO(purlinNodeResident(comm->devComm, s->ctas, stream), res, out);
+    PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, stream), res, out);
     s->open = 1;
-    s->last = stream;
   }
 out:
   if (prev != comm->device) cudaSetDevice(prev);
@@ -324,7 +314,7 @@ PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st
    * that every stream they were made on is ordered after them. */
   purlinResult_t res = groupFlush(comm);
   purlinGroupForget(comm);
-  if (res == purlinSuccess) res = sessionOrder(comm, stream);
+  if (res == purlinSuccess) res = purlinOrderBefore(&comm->order, stream);
   if (res == purlinSuccess) {
     /* The retire descriptor is the session's last ticket: the megakernel
      * runs everything before it, writes its epochs back and exits; the
@@ -337,8 +327,8 @@ PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st
     PURLIN_CUDA_CHECK_GOTO(purlinNodeEnqueue(comm->devComm, &d, NULL, 0, stream), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->join, s->side), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, s->join, 0), res, out);
+    PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, stream), res, out);
     s->open = 0;
-    s->last = NULL;
   }
 out:
   if (prev != comm->device) cudaSetDevice(prev);

@@ -34,8 +34,6 @@ typedef struct purlinSession_t {
   purlinAtomKind_t atom;  /* its throughput Atom */
   cudaStream_t side;      /* the megakernel's stream, forked from the session's */
   cudaEvent_t fork, join; /* begin's fork and end's join */
-  cudaEvent_t chain;      /* orders calls on different streams in call order */
-  cudaStream_t last;      /* the stream of the session's last call */
   uint64_t* countsBlock;  /* host V counts, one block per ring slot */
   uint32_t countsPerSlot;
   purlinPlanFacts_t facts; /* the communicator's, with the megakernel as executor */

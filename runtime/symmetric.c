@@ -178,6 +178,19 @@ purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int de
                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
       res, fail);
   heap->created = 1;
+  /* A peer's frame is data from another process: what it names must be a
+   * heap like ours, on the GPU its rank info named (the mapping below
+   * also fails cleanly when the allocation is smaller than `bytes`). */
+  CUmemAllocationProp got;
+  memset(&got, 0, sizeof got);
+  PURLIN_CU_CHECK_GOTO(purlinDriver.memGetAllocationPropertiesFromHandle(&got, heap->handle), res,
+                       fail);
+  if (got.type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      got.location.type != CU_MEM_LOCATION_TYPE_DEVICE || got.location.id != device)
+    PURLIN_FAIL_GOTO(res, fail, purlinRemoteError,
+                     "the heap a peer process sent (fd %d) is not device memory of GPU %d as its "
+                     "rank info said (allocation type %d, location type %d, id %d)",
+                     fd, device, (int)got.type, (int)got.location.type, got.location.id);
   PURLIN_CU_CHECK_GOTO(purlinDriver.memAddressReserve(&heap->base, bytes, granularity, 0, 0), res,
                        fail);
   heap->reserved = 1;

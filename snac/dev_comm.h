@@ -34,7 +34,8 @@
  * kernels spin and read the error while they run. `abort` is first: device
  * waits poll it. A device that detects a failure fills the other fields,
  * then raises `abort` (release, system scope); the first writer wins (the
- * `claimed` word). */
+ * `claimed` word). One per process: a group of several processes has
+ * several, and the failure word in rank 0's heap tells each of the others. */
 typedef struct purlinErrorRecord_t {
   uint32_t abort;   /* 0 running; PURLIN_ABORT_HOST or PURLIN_ABORT_DEVICE */
   uint32_t claimed; /* set by the device that writes the fields below */
@@ -60,6 +61,7 @@ typedef struct purlinErrorRecord_t {
 #define PURLIN_ERROR_BAD_TICKET 9u   /* a wait for a ticket never issued */
 #define PURLIN_ERROR_WAIT_DONE 10u   /* timed out waiting for a descriptor to complete */
 #define PURLIN_ERROR_BAD_DESC 11u    /* a descriptor the megakernel cannot run */
+#define PURLIN_ERROR_PEER_FAILED 12u /* a rank of another process failed first */
 
 PURLIN_STATIC_ASSERT(sizeof(purlinErrorRecord_t) == 40, "purlinErrorRecord_t layout changed");
 PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come first");
@@ -96,7 +98,10 @@ PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) <= PURLIN_HEAP_CONTROL_BYTES,
  *   epoch       collectives this rank completed, one copy per CTA index so
  *               that no CTA waits for another to learn it (snac/epoch.cuh).
  *               Between executors (kernels) every word holds the same count.
- *   claim       rank 0's is the group's claim on the error record.
+ *   failedRank  rank 0's is the group's failure word: 0, or 1 + the rank
+ *               whose device first recorded an error (snacRaise); waits of
+ *               every process poll it, so that a failure in one process
+ *               stops the others' collectives with purlinRemoteError.
  *   teamSync    the cross-CTA barrier of a long-running executor (a
  *               megakernel or a user kernel whose team spans CTAs) between
  *               two collectives of one kernel (snac/team.cuh); one per rank,
@@ -117,7 +122,7 @@ typedef struct purlinControl_t {
   purlinDevComm_t comm;
   uint8_t reserved0[4096 - sizeof(purlinDevComm_t)];
   uint64_t epoch[PURLIN_CTRL_EPOCH_WORDS];
-  uint32_t claim;
+  uint32_t failedRank;
   uint32_t reserved1;
   uint32_t teamSyncCount; /* CTAs arrived at the current barrier */
   uint32_t teamSyncGen;   /* barriers completed */
@@ -132,7 +137,7 @@ typedef struct purlinControl_t {
 
 PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, comm) == 0, "the context is at offset 0");
 PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, epoch) == 4096, "epoch words");
-PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, claim) == 4352, "claim word");
+PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, failedRank) == 4352, "failure word");
 PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, teamSyncCount) == 4360, "team barrier");
 PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, ringCounters) == 8192, "ring counters");
 PURLIN_STATIC_ASSERT(offsetof(purlinControl_t, ready) == 16384, "READY flags");

@@ -26,6 +26,7 @@
 #include "snac/latency.h"
 #include "snac/team.cuh"
 #include "snac/wait.cuh"
+#include "snac/wrap.cuh"
 
 /* Up to 8 bytes at any alignment; missing bytes read as 0. */
 static __device__ __noinline__ uint64_t llLoadBytes(const char* p, uint64_t n) {
@@ -132,7 +133,8 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
   SnacState st;
   const uint64_t epoch = epochOf();
   snacInit(&st, dc, me, epoch, a.descriptor);
-  const uint32_t flag = (uint32_t)st.epoch;
+  snacScrubIfDue(t, dc, epoch, t.ctas - 1);
+  const uint32_t flag = snacLatencyFlag(epoch);
 
   /* Stage + notify: push every peer its block, header first; peers in
    * batches whose region addresses load together. */
@@ -318,7 +320,8 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& 
   }
   const uint64_t region = snacRegionBytes(latencyBytes, n);
   const uint64_t half = latencyOffset + (epoch & 1u) * latencyBytes;
-  const uint32_t flag = (uint32_t)epoch;
+  const uint32_t flag = snacLatencyFlag(epoch);
+  snacScrubIfDue(t, dc, epoch, t.ctas - 1);
 
   /* Stage + notify: this thread's packet to every peer; the last threads
    * of the team push the headers. */

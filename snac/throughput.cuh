@@ -11,8 +11,9 @@
  * Team CTA b of every rank owns slice b (purlinAtomSlice) of every block
  * and talks only to the team CTAs b of the other ranks, through flags
  * indexed [peer][b] in the control region (purlinControl_t). Flag values
- * are tags (epoch << 32 | round + 1): they only grow, so a wait for one is
- * never satisfied by an earlier collective's flag.
+ * are tags (epoch << 32 | round + 1): they only grow (modulo 2^64, and
+ * compared as such: snac/wrap.cuh), so a wait for one is never satisfied by
+ * an earlier collective's flag.
  */
 #ifndef PURLIN_SNAC_THROUGHPUT_CUH_
 #define PURLIN_SNAC_THROUGHPUT_CUH_
@@ -21,6 +22,7 @@
 #include "snac/team.cuh"
 #include "snac/throughput.h"
 #include "snac/wait.cuh"
+#include "snac/wrap.cuh"
 
 /* What one peer announced in its header. */
 struct ThroughputPeer {
@@ -122,6 +124,7 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
         purlinLayoutDescriptor(&l, (int)a.dtype, (int)a.op) | PURLIN_THROUGHPUT_DESCRIPTOR_BIT;
   snacTeamSync(t);
   snacInit(&st, dc, me, epoch, sh.descriptor);
+  snacScrubIfDue(t, dc, epoch, 0);
   if (a.deviceCounts != NULL && tid == 0 && purlinLayoutMaxBufferCount(&l) == UINT64_MAX)
     snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_COUNTS, me, 0);
   if (snacTeamSyncOr(t, st.failed)) return;
@@ -152,7 +155,7 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
   /* Header: announce the call to every peer; read theirs. */
   if (b == 0 && tid < n && tid != me) {
     uint64_t* r = snacPeerRegion(&st, tid);
-    const uint32_t flag = (uint32_t)epoch;
+    const uint32_t flag = snacLatencyFlag(epoch);
     snacPacketStore(r + 2, (uint64_t)a.direct, flag);
     snacPacketStore(r + 4, (uint64_t)(uintptr_t)a.sendbuff, flag);
     snacPacketStore(r + 6, (uint64_t)(uintptr_t)a.recvbuff, flag);

@@ -16,6 +16,7 @@
 
 #include "runtime/purlin.h"
 #include "snac/dev_comm.h"
+#include "snac/wrap.cuh"
 
 /* One thread's view of the collective it runs. */
 struct SnacState {
@@ -107,26 +108,36 @@ static __device__ __forceinline__ const uint64_t* snacHeader(const SnacState* st
   return (const uint64_t*)(st->headers + (uint64_t)p * st->regionBytes);
 }
 
-/* Records the first device-side error of the group and raises the abort
- * word. The claim word lives in rank 0's heap so that exactly one rank of
- * the group writes the record. */
+/* Records the first device-side error of this process's part of the group
+ * and raises its abort word; tells the other processes through the
+ * group's failure word (rank 0's heap), which their waits poll.
+ *
+ * The record and the abort word are this process's (host memory mapped
+ * into its GPUs): its first writer claims the record, fills it, and only
+ * then raises the word, so the host never reads a raised word beside an
+ * empty record (purlinCommGetAsyncError). A writer that loses the claim
+ * raises nothing: the winner is about to. (Before, the claim lived in rank
+ * 0's heap for the whole group, so in a group of several processes only
+ * the first process got a record, and every other read code 0: success.) */
 static __device__ __noinline__ void snacRaise(SnacState* st, uint32_t code, uint32_t what, int peer,
                                  uint64_t detail) {
-  unsigned int* claim = &((purlinControl_t*)st->dc->peerHeap[0])->claim;
-  if (atomicCAS_system(claim, 0u, 1u) == 0u) {
-    st->rec->code = code;
-    st->rec->what = what;
-    st->rec->rank = st->rank;
-    st->rec->peer = peer;
-    st->rec->epoch = st->epoch;
-    st->rec->detail = detail;
-    st->rec->claimed = 1u;
+  volatile purlinErrorRecord_t* rec = st->rec;
+  if (atomicCAS_system((unsigned int*)&rec->claimed, 0u, 1u) == 0u) {
+    rec->code = code;
+    rec->what = what;
+    rec->rank = st->rank;
+    rec->peer = peer;
+    rec->epoch = st->epoch;
+    rec->detail = detail;
     /* The record before the abort word: the host reads the word with
-     * acquire, then the record (purlinCommGetAsyncError). */
+     * acquire, then the record. */
     __threadfence_system();
+    rec->abort = PURLIN_ABORT_DEVICE;
+    __threadfence_system();
+    if (what != PURLIN_ERROR_PEER_FAILED)
+      atomicCAS_system(&((purlinControl_t*)st->dc->peerHeap[0])->failedRank, 0u,
+                       (unsigned int)st->rank + 1u);
   }
-  st->rec->abort = PURLIN_ABORT_DEVICE;
-  __threadfence_system();
   st->failed = true;
 }
 
@@ -135,7 +146,7 @@ static __device__ __noinline__ void snacRaise(SnacState* st, uint32_t code, uint
  * reports it. */
 static __device__ __noinline__ bool snacPeerMismatch(SnacState* st, int p) {
   SnacPacket h = snacPacketLoad(snacHeader(st, p));
-  if (!h.ready((uint32_t)st->epoch) || h.value() == st->descriptor) return false;
+  if (!h.ready(snacLatencyFlag(st->epoch)) || h.value() == st->descriptor) return false;
   snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, p, h.value());
   return true;
 }
@@ -150,6 +161,13 @@ static __device__ __noinline__ bool snacStillWaitingFor(SnacState* st, uint64_t*
                                                         uint32_t what, uint64_t seen) {
   if (st->rec->abort != 0) {
     st->failed = true;
+    return false;
+  }
+  /* A rank of another process failed first (snacRaise). */
+  const uint32_t failed =
+      *(volatile const uint32_t*)&((const purlinControl_t*)st->dc->peerHeap[0])->failedRank;
+  if (failed != 0) {
+    snacRaise(st, (uint32_t)purlinRemoteError, PURLIN_ERROR_PEER_FAILED, (int)failed - 1, 0);
     return false;
   }
   /* A peer that runs another collective may never send what this wait
@@ -172,15 +190,15 @@ static __device__ __forceinline__ bool snacStillWaiting(SnacState* st, uint64_t*
 }
 
 /* Waits until the 64-bit flag at `word` reaches `value` (acquire, system
- * scope: the writer may be another GPU). Flags only grow, so a later value
- * also satisfies the wait. */
+ * scope: the writer may be another GPU). Flags only grow (modulo 2^64,
+ * snac/wrap.cuh), so a later value also satisfies the wait. */
 static __device__ bool snacWaitFlag(SnacState* st, uint64_t* word, uint64_t value, int peer) {
   if (st->failed) return false;
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> f(*word);
   uint64_t start = 0, seen = 0;
   for (uint32_t spins = 1;; ++spins) {
     seen = f.load(cuda::memory_order_acquire);
-    if (seen >= value) return true;
+    if (snacTagReached(seen, value)) return true;
     if ((spins & 1023u) == 0 &&
         !snacStillWaiting(st, &start, peer, PURLIN_ERROR_WAIT_FLAG, seen))
       return false;
@@ -197,7 +215,7 @@ template <int NB>
 static __device__ __forceinline__ bool snacWaitPackets(SnacState* st, const uint64_t* const (&p)[NB],
                                                        const int (&peer)[NB], unsigned pending,
                                                        SnacPacket (&k)[NB]) {
-  const uint32_t flag = (uint32_t)st->epoch;
+  const uint32_t flag = snacLatencyFlag(st->epoch);
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
 #pragma unroll
