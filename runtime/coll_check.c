@@ -106,21 +106,22 @@ purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
   purlinResult_t async = purlinSuccess;
   /* The lock-free test first: the registry lock only once the group has
    * failed, for its message. */
-  if (purlinCommFailed(comm)) PURLIN_CHECK(purlinCommGetAsyncError(comm, &async));
+  if (purlinCommFailed(comm)) PURLIN_CHECK(purlinCommAsyncError(comm, &async));
   if (async != purlinSuccess) {
+    char why[PURLIN_ERROR_MSG_MAX];
+    purlinCommLastErrorCopy(comm, why, sizeof why);
     purlinResult_t r = PURLIN_ERROR(purlinAborted,
                                     "the communicator is aborted and takes no more collectives "
                                     "(%s); destroy it",
-                                    purlinGetLastError(comm));
-    snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+                                    why);
+    purlinCommSetLastError(comm, purlinThreadLastError());
     return r;
   }
   PURLIN_RETURN_IF(layout->nranks != comm->nranks, purlinInternalError,
                    "layout for %d ranks on a communicator of %d", layout->nranks, comm->nranks);
   purlinResult_t r =
       purlinCollCheckArgs(comm->rank, comm->device, layout, sendbuff, recvbuff, dtype, op);
-  if (r != purlinSuccess)
-    snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+  if (r != purlinSuccess) purlinCommSetLastError(comm, purlinThreadLastError());
   return r;
 }
 

@@ -27,8 +27,7 @@
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "counts are passed as 64-bit words");
 
 static purlinResult_t collFail(purlinComm_t comm, purlinResult_t r) {
-  if (r != purlinSuccess)
-    snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+  if (r != purlinSuccess) purlinCommSetLastError(comm, purlinThreadLastError());
   return r;
 }
 
@@ -74,15 +73,14 @@ purlinResult_t purlinCollPrepare(purlinComm_t comm) {
   return purlinSuccess;
 }
 
-/* Checks, plans and runs one call; with `prepared` set, only plans it for
- * the rank's megakernel and writes the descriptor there (purlinDevCollPrepare). */
-static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollective_t coll,
-                              const void* sendbuff, void* recvbuff, size_t count,
-                              const size_t* counts, purlinDataType_t dtype, purlinRedOp_t op,
-                              cudaStream_t stream, purlinCollDesc_t* prepared) {
+/* Checks, plans and runs one call on an entered communicator; with
+ * `prepared` set, only plans it for the rank's megakernel and writes the
+ * descriptor there (purlinDevCollPrepare). */
+static purlinResult_t collRunIn(struct purlinComm* comm, const char* fn, purlinCollective_t coll,
+                                const void* sendbuff, void* recvbuff, size_t count,
+                                const size_t* counts, purlinDataType_t dtype, purlinRedOp_t op,
+                                cudaStream_t stream, purlinCollDesc_t* prepared) {
   int onDevice = 0;
-  purlinClearThreadError();
-  PURLIN_CHECK(purlinCommCheckHandle(comm, fn));
   const int n = comm->nranks;
   purlinLayout_t l = {coll, n, (uint32_t)purlinDtypeBytes(dtype), (uint64_t)count,
                       (const uint64_t*)counts};
@@ -136,18 +134,31 @@ static purlinResult_t collRun(purlinComm_t comm, const char* fn, purlinCollectiv
   return collFail(comm, purlinEagerLaunch(comm, &d, hostCounts, stream));
 }
 
+static purlinResult_t collRun(purlinComm_t handle, const char* fn, purlinCollective_t coll,
+                              const void* sendbuff, void* recvbuff, size_t count,
+                              const size_t* counts, purlinDataType_t dtype, purlinRedOp_t op,
+                              cudaStream_t stream) {
+  struct purlinComm* comm = NULL;
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommEnter(handle, fn, &comm));
+  purlinResult_t res =
+      collRunIn(comm, fn, coll, sendbuff, recvbuff, count, counts, dtype, op, stream, NULL);
+  purlinCommLeave(comm);
+  return res;
+}
+
 PURLIN_API purlinResult_t purlinAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                           purlinDataType_t datatype, purlinRedOp_t op,
                                           purlinComm_t comm, struct CUstream_st* stream) {
   return collRun(comm, "purlinAllReduce", purlinCollAllReduce, sendbuff, recvbuff, count, NULL,
-                 datatype, op, stream, NULL);
+                 datatype, op, stream);
 }
 
 PURLIN_API purlinResult_t purlinAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                           purlinDataType_t datatype, purlinComm_t comm,
                                           struct CUstream_st* stream) {
   return collRun(comm, "purlinAllGather", purlinCollAllGather, sendbuff, recvbuff, sendcount,
-                 NULL, datatype, purlinSum, stream, NULL);
+                 NULL, datatype, purlinSum, stream);
 }
 
 PURLIN_API purlinResult_t purlinReduceScatter(const void* sendbuff, void* recvbuff,
@@ -155,21 +166,21 @@ PURLIN_API purlinResult_t purlinReduceScatter(const void* sendbuff, void* recvbu
                                               purlinRedOp_t op, purlinComm_t comm,
                                               struct CUstream_st* stream) {
   return collRun(comm, "purlinReduceScatter", purlinCollReduceScatter, sendbuff, recvbuff,
-                 recvcount, NULL, datatype, op, stream, NULL);
+                 recvcount, NULL, datatype, op, stream);
 }
 
 PURLIN_API purlinResult_t purlinAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                                          purlinDataType_t datatype, purlinComm_t comm,
                                          struct CUstream_st* stream) {
   return collRun(comm, "purlinAllToAll", purlinCollAllToAll, sendbuff, recvbuff, count, NULL,
-                 datatype, purlinSum, stream, NULL);
+                 datatype, purlinSum, stream);
 }
 
 PURLIN_API purlinResult_t purlinAllGatherV(const void* sendbuff, void* recvbuff,
                                            const size_t* counts, purlinDataType_t datatype,
                                            purlinComm_t comm, struct CUstream_st* stream) {
   return collRun(comm, "purlinAllGatherV", purlinCollAllGatherV, sendbuff, recvbuff, 0, counts,
-                 datatype, purlinSum, stream, NULL);
+                 datatype, purlinSum, stream);
 }
 
 PURLIN_API purlinResult_t purlinReduceScatterV(const void* sendbuff, void* recvbuff,
@@ -177,30 +188,27 @@ PURLIN_API purlinResult_t purlinReduceScatterV(const void* sendbuff, void* recvb
                                                purlinRedOp_t op, purlinComm_t comm,
                                                struct CUstream_st* stream) {
   return collRun(comm, "purlinReduceScatterV", purlinCollReduceScatterV, sendbuff, recvbuff, 0,
-                 counts, datatype, op, stream, NULL);
+                 counts, datatype, op, stream);
 }
 
 PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
                                           const size_t* counts, purlinDataType_t datatype,
                                           purlinComm_t comm, struct CUstream_st* stream) {
   return collRun(comm, "purlinAllToAllV", purlinCollAllToAllV, sendbuff, recvbuff, 0, counts,
-                 datatype, purlinSum, stream, NULL);
+                 datatype, purlinSum, stream);
 }
 
 PURLIN_STATIC_ASSERT((int)purlinKindAllReduce == (int)purlinCollAllReduce &&
                          (int)purlinKindAllToAllV == (int)purlinCollAllToAllV,
                      "purlinCollKind_t follows purlinCollective_t");
 
-PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t comm, purlinCollKind_t kind,
-                                               const void* sendbuff, void* recvbuff,
-                                               size_t count, const size_t* deviceCounts,
-                                               purlinDataType_t datatype, purlinRedOp_t op,
-                                               purlinDevColl_t* coll) {
+static purlinResult_t devCollPrepare(struct purlinComm* comm, purlinCollKind_t kind,
+                                     const void* sendbuff, void* recvbuff, size_t count,
+                                     const size_t* deviceCounts, purlinDataType_t datatype,
+                                     purlinRedOp_t op, purlinDevColl_t* coll) {
   static const char* const names[] = {"AllReduce",  "AllGather",      "ReduceScatter",
                                       "AllToAll",   "AllGatherV",     "ReduceScatterV",
                                       "AllToAllV"};
-  purlinClearThreadError();
-  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinDevCollPrepare"));
   PURLIN_RETURN_IF(coll == NULL, purlinInvalidArgument, "purlinDevCollPrepare: coll is NULL");
   PURLIN_RETURN_IF((int)kind < 0 || (int)kind >= purlinNumCollectives, purlinInvalidArgument,
                    "purlinDevCollPrepare: kind is %d, not a purlinCollKind_t", (int)kind);
@@ -214,10 +222,24 @@ PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t comm, purlinCollKind
     PURLIN_RETURN_IF(deviceCounts == NULL, purlinInvalidArgument, "%s: deviceCounts is NULL",
                      fn);
   purlinCollDesc_t d;
-  PURLIN_CHECK(collRun(comm, fn, c, sendbuff, recvbuff, purlinCollIsV(c) ? 0 : count,
-                       deviceCounts, datatype, purlinCollReduces(c) ? op : purlinSum, NULL, &d));
+  PURLIN_CHECK(collRunIn(comm, fn, c, sendbuff, recvbuff, purlinCollIsV(c) ? 0 : count,
+                         deviceCounts, datatype, purlinCollReduces(c) ? op : purlinSum, NULL, &d));
   PURLIN_STATIC_ASSERT(sizeof(purlinDevColl_t) == sizeof(purlinCollDesc_t),
                        "a prepared call is one descriptor");
   memcpy(coll, &d, sizeof d);
   return purlinSuccess;
+}
+
+PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t handle, purlinCollKind_t kind,
+                                               const void* sendbuff, void* recvbuff,
+                                               size_t count, const size_t* deviceCounts,
+                                               purlinDataType_t datatype, purlinRedOp_t op,
+                                               purlinDevColl_t* coll) {
+  purlinClearThreadError();
+  struct purlinComm* comm = NULL;
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinDevCollPrepare", &comm));
+  purlinResult_t res = devCollPrepare(comm, kind, sendbuff, recvbuff, count, deviceCounts,
+                                      datatype, op, coll);
+  purlinCommLeave(comm);
+  return res;
 }

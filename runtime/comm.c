@@ -9,6 +9,7 @@
 #include "runtime/comm.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,48 +29,148 @@ PURLIN_STATIC_ASSERT(PURLIN_MAX_RANKS == PURLIN_DEV_MAX_RANKS,
 
 #define PURLIN_COMM_MAGIC 0x636f6d6d70726c6eull
 
-/* Guards the list of live communicators and each group's liveRanks and
- * asynchronous error. Held only for short bookkeeping, never across CUDA
- * calls that could block. */
+/* Guards the handle table's allocation and free list, and each group's
+ * liveRanks and asynchronous error. Held only for short bookkeeping, never
+ * across CUDA calls that could block. */
 static pthread_mutex_t registryLock = PTHREAD_MUTEX_INITIALIZER;
-static struct purlinComm* liveHead;
 
-static int isLiveLocked(const struct purlinComm* comm) {
-  for (const struct purlinComm* c = liveHead; c != NULL; c = c->nextLive)
-    if (c == comm) return 1;
-  return 0;
+/* --- Handles ---------------------------------------------------------------
+ * A purlinComm_t is not a pointer: it names a slot of this table and the
+ * generation of the communicator the slot held when the handle was made,
+ * (generation << 32) | (slot << 1) | 1. Destroying a communicator moves its
+ * slot to the next generation, so a handle kept past its purlinCommDestroy
+ * or purlinCommAbort is refused however the slot is reused (issue 15: the
+ * table of pointers took a destroyed handle for the live one now at its
+ * address), and any other value is refused without being dereferenced.
+ *
+ * Each slot counts the calls inside it (`busy`): every entry point enters
+ * (count, then check the generation) and leaves; destroy and abort move
+ * the generation on first and then wait for the count to drain before they
+ * free anything, so a watchdog thread may abort while other threads call
+ * collectives on the same communicator (they finish, or are refused). With
+ * sequentially consistent operations on both words, either the caller sees
+ * the new generation or the releaser sees the caller's count. Chunks of
+ * slots are never freed, so a slot can always be read. */
+#define HANDLE_CHUNK_SLOTS 256
+#define HANDLE_CHUNKS 4096
+
+typedef struct HandleSlot {
+  uint32_t gen;  /* generation of the communicator the slot holds, or next */
+  uint32_t busy; /* calls inside the slot */
+  struct purlinComm* comm; /* NULL when free or being released */
+  int nextFree;
+} HandleSlot;
+
+static HandleSlot* handleChunks[HANDLE_CHUNKS];
+static int handleSlots;      /* slots ever made; guarded by registryLock */
+static int handleFree = -1;  /* free list; guarded by registryLock */
+
+static HandleSlot* slotAt(int i) {
+  HandleSlot* chunk = __atomic_load_n(&handleChunks[i / HANDLE_CHUNK_SLOTS], __ATOMIC_ACQUIRE);
+  return chunk == NULL ? NULL : &chunk[i % HANDLE_CHUNK_SLOTS];
 }
 
-int purlinCommIsLive(purlinComm_t comm) {
-  pthread_mutex_lock(&registryLock);
-  int live = isLiveLocked(comm);
-  pthread_mutex_unlock(&registryLock);
-  return live;
+static purlinComm_t handleOf(int slot, uint32_t gen) {
+  return (purlinComm_t)(uintptr_t)(((uint64_t)gen << 32) | ((uint64_t)slot << 1) | 1u);
 }
 
-/* Checks that `comm` is a live handle; `fn` names the entry point. */
-static purlinResult_t commLookup(purlinComm_t comm, const char* fn) {
-  PURLIN_RETURN_IF(comm == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
-  pthread_mutex_lock(&registryLock);
-  int live = isLiveLocked(comm);
-  pthread_mutex_unlock(&registryLock);
-  PURLIN_RETURN_IF(!live, purlinInvalidArgument,
-                   "%s: comm %p is not a live communicator (already destroyed, or never "
-                   "created by purlin)",
-                   fn, (void*)comm);
+/* Gives `comm` a slot and its handle (comm->handle). */
+static purlinResult_t handleAllocLocked(struct purlinComm* comm) {
+  int i = handleFree;
+  if (i >= 0) {
+    handleFree = slotAt(i)->nextFree;
+  } else {
+    PURLIN_RETURN_IF(handleSlots == HANDLE_CHUNKS * HANDLE_CHUNK_SLOTS, purlinOutOfMemory,
+                     "more than %d communicators live in this process",
+                     HANDLE_CHUNKS * HANDLE_CHUNK_SLOTS);
+    i = handleSlots;
+    if (handleChunks[i / HANDLE_CHUNK_SLOTS] == NULL) {
+      HandleSlot* chunk = calloc(HANDLE_CHUNK_SLOTS, sizeof *chunk);
+      PURLIN_RETURN_IF(chunk == NULL, purlinOutOfMemory, "cannot allocate a handle slot");
+      for (int k = 0; k < HANDLE_CHUNK_SLOTS; ++k) chunk[k].gen = 1;
+      __atomic_store_n(&handleChunks[i / HANDLE_CHUNK_SLOTS], chunk, __ATOMIC_RELEASE);
+    }
+    ++handleSlots;
+  }
+  HandleSlot* s = slotAt(i);
+  comm->slot = i;
+  comm->handle = handleOf(i, __atomic_load_n(&s->gen, __ATOMIC_SEQ_CST));
+  __atomic_store_n(&s->comm, comm, __ATOMIC_SEQ_CST);
   return purlinSuccess;
 }
 
-purlinResult_t purlinCommCheckHandle(purlinComm_t comm, const char* fn) {
-  PURLIN_RETURN_IF(comm == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
-  PURLIN_RETURN_IF(comm->magic != PURLIN_COMM_MAGIC, purlinInvalidArgument,
-                   "%s: comm %p is not a live communicator (already destroyed, or never "
-                   "created by purlin)",
-                   fn, (void*)comm);
+/* The slot and generation a handle names, or NULL for a value that names
+ * none. */
+static HandleSlot* handleSlot(purlinComm_t handle, uint32_t* gen) {
+  const uint64_t v = (uint64_t)(uintptr_t)handle;
+  const uint64_t i = (v >> 1) & 0x7fffffffu;
+  *gen = (uint32_t)(v >> 32);
+  if ((v & 1u) == 0 || i >= (uint64_t)HANDLE_CHUNKS * HANDLE_CHUNK_SLOTS) return NULL;
+  return slotAt((int)i);
+}
+
+purlinResult_t purlinCommEnter(purlinComm_t handle, const char* fn, struct purlinComm** comm) {
+  *comm = NULL;
+  PURLIN_RETURN_IF(handle == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
+  uint32_t gen = 0;
+  HandleSlot* s = handleSlot(handle, &gen);
+  struct purlinComm* c = NULL;
+  if (s != NULL) {
+    __atomic_fetch_add(&s->busy, 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&s->gen, __ATOMIC_SEQ_CST) == gen)
+      c = __atomic_load_n(&s->comm, __ATOMIC_SEQ_CST);
+    if (c == NULL) __atomic_fetch_sub(&s->busy, 1u, __ATOMIC_SEQ_CST);
+  }
+  PURLIN_RETURN_IF(c == NULL, purlinInvalidArgument,
+                   "%s: comm %p is not a live communicator (already destroyed or aborted, or "
+                   "never created by purlin)",
+                   fn, (void*)handle);
+  *comm = c;
   return purlinSuccess;
 }
 
-int purlinCommFailed(purlinComm_t comm) {
+void purlinCommLeave(struct purlinComm* comm) {
+  if (comm != NULL) __atomic_fetch_sub(&slotAt(comm->slot)->busy, 1u, __ATOMIC_SEQ_CST);
+}
+
+int purlinCommIsLive(purlinComm_t handle) {
+  struct purlinComm* c = NULL;
+  if (handle == NULL) return 0;
+  uint32_t gen = 0;
+  HandleSlot* s = handleSlot(handle, &gen);
+  if (s == NULL) return 0;
+  if (__atomic_load_n(&s->gen, __ATOMIC_SEQ_CST) == gen)
+    c = __atomic_load_n(&s->comm, __ATOMIC_SEQ_CST);
+  return c != NULL;
+}
+
+/* Returns a retired slot to the free list. */
+static void handleFreeSlot(int slot) {
+  pthread_mutex_lock(&registryLock);
+  slotAt(slot)->nextFree = handleFree;
+  handleFree = slot;
+  pthread_mutex_unlock(&registryLock);
+}
+
+/* --- Per-communicator error text ---------------------------------------- */
+
+void purlinCommSetLastError(struct purlinComm* comm, const char* message) {
+  pthread_mutex_lock(&comm->errorLock);
+  snprintf(comm->lastError, sizeof comm->lastError, "%s", message);
+  pthread_mutex_unlock(&comm->errorLock);
+}
+
+void purlinCommLastErrorCopy(struct purlinComm* comm, char* out, size_t bytes) {
+  pthread_mutex_lock(&comm->errorLock);
+  snprintf(out, bytes, "%s", comm->lastError);
+  pthread_mutex_unlock(&comm->errorLock);
+}
+
+/* purlinGetLastError(comm) returns a copy per thread: another thread may
+ * write the communicator's text meanwhile, or destroy it. */
+static _Thread_local char lastErrorCopy[PURLIN_ERROR_MSG_MAX];
+
+int purlinCommFailed(struct purlinComm* comm) {
   const struct purlinGroup* g = comm->group;
   /* Acquire pairs with the device's release of the abort word (and the
    * lock's release of asyncError); a stale 0 only delays the refusal to
@@ -79,8 +180,50 @@ int purlinCommFailed(purlinComm_t comm) {
 }
 
 /* Copies the thread's last error into the communicator's and returns `res`. */
-static purlinResult_t commFail(purlinComm_t comm, purlinResult_t res) {
-  snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+static purlinResult_t commFail(struct purlinComm* comm, purlinResult_t res) {
+  purlinCommSetLastError(comm, purlinThreadLastError());
+  return res;
+}
+
+/* A new communicator's own state beside what its creator fills. */
+static purlinResult_t commMake(struct purlinComm** out) {
+  struct purlinComm* c = calloc(1, sizeof *c);
+  *out = c;
+  PURLIN_RETURN_IF(c == NULL, purlinOutOfMemory, "cannot allocate a communicator");
+  c->magic = PURLIN_COMM_MAGIC;
+  c->slot = -1;
+  pthread_mutex_init(&c->errorLock, NULL);
+  return purlinSuccess;
+}
+
+static void commFree(struct purlinComm* c) {
+  if (c == NULL) return;
+  pthread_mutex_destroy(&c->errorLock);
+  c->magic = 0;
+  free(c);
+}
+
+/* Publishes made communicators: a handle each, then `out[r]`. Nothing is
+ * published when a slot cannot be had. */
+static purlinResult_t commPublish(struct purlinComm** made, int count, purlinComm_t* out) {
+  purlinResult_t res = purlinSuccess;
+  int r = 0;
+  pthread_mutex_lock(&registryLock);
+  for (; r < count && res == purlinSuccess; ++r) res = handleAllocLocked(made[r]);
+  if (res != purlinSuccess) {
+    for (int k = 0; k < r - 1; ++k) {
+      HandleSlot* s = slotAt(made[k]->slot);
+      __atomic_store_n(&s->comm, (struct purlinComm*)NULL, __ATOMIC_SEQ_CST);
+      __atomic_fetch_add(&s->gen, 1u, __ATOMIC_SEQ_CST);
+      s->nextFree = handleFree;
+      handleFree = made[k]->slot;
+    }
+  } else {
+    made[0]->group->liveRanks = count;
+  }
+  pthread_mutex_unlock(&registryLock);
+  if (res == purlinSuccess)
+    for (int k = 0; k < count; ++k) out[k] = made[k]->handle;
   return res;
 }
 
@@ -249,10 +392,7 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
 
   for (int r = 0; r < nranks; ++r) {
     PURLIN_CHECK_GOTO(writeDevComm(group, &cfg, &layout, r), res, fail);
-    made[r] = calloc(1, sizeof *made[r]);
-    if (made[r] == NULL)
-      PURLIN_FAIL_GOTO(res, fail, purlinOutOfMemory, "cannot allocate communicator %d", r);
-    made[r]->magic = PURLIN_COMM_MAGIC;
+    PURLIN_CHECK_GOTO(commMake(&made[r]), res, fail);
     made[r]->group = group;
     made[r]->rank = r;
     made[r]->nranks = nranks;
@@ -263,18 +403,11 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
   }
   PURLIN_CUDA_CHECK_GOTO(cudaSetDevice(prevDevice), res, fail);
 
-  pthread_mutex_lock(&registryLock);
-  group->liveRanks = nranks;
-  for (int r = nranks - 1; r >= 0; --r) {
-    made[r]->nextLive = liveHead;
-    liveHead = made[r];
-  }
-  pthread_mutex_unlock(&registryLock);
-  for (int r = 0; r < nranks; ++r) comms[r] = made[r];
+  PURLIN_CHECK_GOTO(commPublish(made, nranks, comms), res, fail);
   return purlinSuccess;
 
 fail:
-  for (int r = 0; r < nranks; ++r) free(made[r]);
+  for (int r = 0; r < nranks; ++r) commFree(made[r]);
   if (group != NULL) groupRelease(group);
   if (prevDevice >= 0) cudaSetDevice(prevDevice);
   return res;
@@ -546,9 +679,8 @@ static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int rank,
   PURLIN_CHECK(groupAllocAbort(group));
   PURLIN_CHECK(writeDevComm(group, config, layout, rank));
 
-  struct purlinComm* c = calloc(1, sizeof *c);
-  PURLIN_RETURN_IF(c == NULL, purlinOutOfMemory, "cannot allocate the communicator");
-  c->magic = PURLIN_COMM_MAGIC;
+  struct purlinComm* c = NULL;
+  PURLIN_CHECK(commMake(&c));
   c->group = group;
   c->rank = rank;
   c->nranks = group->nranks;
@@ -646,13 +778,9 @@ static purlinResult_t commInitRank(purlinComm_t* comm, int nranks, const purlinB
   purlinBootstrapClose(boot);
   boot = NULL;
   free(scratch);
+  scratch = NULL;
 
-  pthread_mutex_lock(&registryLock);
-  group->liveRanks = 1;
-  made->nextLive = liveHead;
-  liveHead = made;
-  pthread_mutex_unlock(&registryLock);
-  *comm = made;
+  PURLIN_CHECK_GOTO(commPublish(&made, 1, comm), res, fail);
   return purlinSuccess;
 
 fail:
@@ -660,7 +788,7 @@ fail:
     if (peerFds[q] >= 0) close(peerFds[q]);
   if (exportFd >= 0) close(exportFd);
   purlinBootstrapClose(boot);
-  free(made);
+  commFree(made);
   if (group != NULL) groupRelease(group);
   if (prevDevice >= 0) cudaSetDevice(prevDevice);
   free(scratch);
@@ -717,16 +845,21 @@ PURLIN_API purlinResult_t purlinCommInitRankFromEnv(purlinComm_t* comm,
 
 /* Common tail of destroy and abort: unlinks the handle and releases the
  * group with its last rank. */
-static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) {
+static purlinResult_t commRelease(purlinComm_t handle, int abort, const char* fn) {
   purlinClearThreadError();
-  if (comm == NULL) return purlinSuccess;
+  if (handle == NULL) return purlinSuccess;
   pthread_mutex_lock(&registryLock);
-  if (!isLiveLocked(comm)) {
+  uint32_t gen = 0;
+  HandleSlot* slot = handleSlot(handle, &gen);
+  struct purlinComm* comm = NULL;
+  if (slot != NULL && __atomic_load_n(&slot->gen, __ATOMIC_SEQ_CST) == gen)
+    comm = __atomic_load_n(&slot->comm, __ATOMIC_SEQ_CST);
+  if (comm == NULL) {
     pthread_mutex_unlock(&registryLock);
     return PURLIN_ERROR(purlinInvalidArgument,
-                        "%s: comm %p is not a live communicator (already destroyed, or never "
-                        "created by purlin)",
-                        fn, (void*)comm);
+                        "%s: comm %p is not a live communicator (already destroyed or aborted, "
+                        "or never created by purlin)",
+                        fn, (void*)handle);
   }
   if (comm->session.open && !abort) {
     pthread_mutex_unlock(&registryLock);
@@ -735,9 +868,9 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
                                        "(purlinSessionEnd) and let its stream finish",
                                        fn, comm->rank));
   }
-  struct purlinComm** link = &liveHead;
-  while (*link != comm) link = &(*link)->nextLive;
-  *link = comm->nextLive;
+  /* No new call gets in from here on (the generation moves on). */
+  __atomic_store_n(&slot->comm, (struct purlinComm*)NULL, __ATOMIC_SEQ_CST);
+  __atomic_fetch_add(&slot->gen, 1u, __ATOMIC_SEQ_CST);
   struct purlinGroup* group = comm->group;
   if (abort) {
     /* Pairs with the device-side acquire loads of the abort word in every
@@ -752,6 +885,9 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
   }
   int last = --group->liveRanks == 0;
   pthread_mutex_unlock(&registryLock);
+  /* Calls other threads are making on it finish first (they take the
+   * registry lock at most briefly, so it is not held here). */
+  while (__atomic_load_n(&slot->busy, __ATOMIC_SEQ_CST) != 0) sched_yield();
 
   /* An aborted session's megakernel leaves its loop once it sees the abort
    * word (microseconds); wait for it before its memory can go (a launched
@@ -769,8 +905,9 @@ static purlinResult_t commRelease(purlinComm_t comm, int abort, const char* fn) 
   }
   purlinOrderRelease(&comm->order);
   purlinGroupForget(comm);
-  comm->magic = 0;
-  free(comm);
+  const int slotIndex = comm->slot;
+  commFree(comm);
+  handleFreeSlot(slotIndex);
   if (last) groupRelease(group);
   return purlinSuccess;
 }
@@ -783,33 +920,43 @@ PURLIN_API purlinResult_t purlinCommAbort(purlinComm_t comm) {
   return commRelease(comm, 1, "purlinCommAbort");
 }
 
-PURLIN_API purlinResult_t purlinCommCount(purlinComm_t comm, int* count) {
+PURLIN_API purlinResult_t purlinCommCount(purlinComm_t handle, int* count) {
   purlinClearThreadError();
-  PURLIN_CHECK(commLookup(comm, "purlinCommCount"));
+  struct purlinComm* comm = NULL;
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinCommCount", &comm));
+  purlinResult_t res = purlinSuccess;
   if (count == NULL)
-    return commFail(comm, PURLIN_ERROR(purlinInvalidArgument, "purlinCommCount: count is NULL"));
-  *count = comm->nranks;
-  return purlinSuccess;
+    res = commFail(comm, PURLIN_ERROR(purlinInvalidArgument, "purlinCommCount: count is NULL"));
+  else
+    *count = comm->nranks;
+  purlinCommLeave(comm);
+  return res;
 }
 
-PURLIN_API purlinResult_t purlinCommUserRank(purlinComm_t comm, int* rank) {
+PURLIN_API purlinResult_t purlinCommUserRank(purlinComm_t handle, int* rank) {
   purlinClearThreadError();
-  PURLIN_CHECK(commLookup(comm, "purlinCommUserRank"));
+  struct purlinComm* comm = NULL;
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinCommUserRank", &comm));
+  purlinResult_t res = purlinSuccess;
   if (rank == NULL)
-    return commFail(comm,
-                    PURLIN_ERROR(purlinInvalidArgument, "purlinCommUserRank: rank is NULL"));
-  *rank = comm->rank;
-  return purlinSuccess;
+    res = commFail(comm, PURLIN_ERROR(purlinInvalidArgument, "purlinCommUserRank: rank is NULL"));
+  else
+    *rank = comm->rank;
+  purlinCommLeave(comm);
+  return res;
 }
 
-PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device) {
+PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t handle, int* device) {
   purlinClearThreadError();
-  PURLIN_CHECK(commLookup(comm, "purlinCommCuDevice"));
+  struct purlinComm* comm = NULL;
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinCommCuDevice", &comm));
+  purlinResult_t res = purlinSuccess;
   if (device == NULL)
-    return commFail(comm,
-                    PURLIN_ERROR(purlinInvalidArgument, "purlinCommCuDevice: device is NULL"));
-  *device = comm->device;
-  return purlinSuccess;
+    res = commFail(comm, PURLIN_ERROR(purlinInvalidArgument, "purlinCommCuDevice: device is NULL"));
+  else
+    *device = comm->device;
+  purlinCommLeave(comm);
+  return res;
 }
 
 /* What a persistent-runtime error record says (snac/dev_comm.h). */
@@ -838,12 +985,21 @@ static const char* persistentWhat(uint32_t what) {
   }
 }
 
-PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResult_t* asyncError) {
+PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t handle, purlinResult_t* asyncError) {
   purlinClearThreadError();
-  PURLIN_CHECK(commLookup(comm, "purlinCommGetAsyncError"));
+  struct purlinComm* comm = NULL;
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinCommGetAsyncError", &comm));
+  purlinResult_t res = purlinSuccess;
   if (asyncError == NULL)
-    return commFail(comm, PURLIN_ERROR(purlinInvalidArgument,
-                                       "purlinCommGetAsyncError: asyncError is NULL"));
+    res = commFail(comm, PURLIN_ERROR(purlinInvalidArgument,
+                                      "purlinCommGetAsyncError: asyncError is NULL"));
+  else
+    res = purlinCommAsyncError(comm, asyncError);
+  purlinCommLeave(comm);
+  return res;
+}
+
+purlinResult_t purlinCommAsyncError(struct purlinComm* comm, purlinResult_t* asyncError) {
   pthread_mutex_lock(&registryLock);
   struct purlinGroup* group = comm->group;
   /* Pairs with the device's release store of PURLIN_ABORT_DEVICE after it
@@ -893,27 +1049,40 @@ PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResul
                (unsigned long long)rec->epoch);
   }
   *asyncError = group->asyncError;
-  if (*asyncError != purlinSuccess)
-    snprintf(comm->lastError, sizeof comm->lastError, "%s", group->asyncMessage);
+  if (*asyncError != purlinSuccess) purlinCommSetLastError(comm, group->asyncMessage);
   pthread_mutex_unlock(&registryLock);
   return purlinSuccess;
 }
 
-PURLIN_API const char* purlinGetLastError(purlinComm_t comm) {
-  if (comm == NULL) return purlinThreadLastError();
-  pthread_mutex_lock(&registryLock);
-  int live = isLiveLocked(comm);
-  pthread_mutex_unlock(&registryLock);
-  if (!live)
+PURLIN_API const char* purlinGetLastError(purlinComm_t handle) {
+  if (handle == NULL) return purlinThreadLastError();
+  if (!purlinCommIsLive(handle))
     return "purlinGetLastError: comm is not a live communicator (use purlinGetLastError(NULL) "
            "for failures of calls made with a dead handle)";
-  return comm->lastError;
+  /* Entered quietly: the thread's own error text must stay as it is. */
+  uint32_t gen = 0;
+  HandleSlot* s = handleSlot(handle, &gen);
+  struct purlinComm* comm = NULL;
+  __atomic_fetch_add(&s->busy, 1u, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&s->gen, __ATOMIC_SEQ_CST) == gen)
+    comm = __atomic_load_n(&s->comm, __ATOMIC_SEQ_CST);
+  if (comm == NULL) {
+    __atomic_fetch_sub(&s->busy, 1u, __ATOMIC_SEQ_CST);
+    return "purlinGetLastError: comm is not a live communicator (it was destroyed meanwhile)";
+  }
+  pthread_mutex_lock(&comm->errorLock);
+  snprintf(lastErrorCopy, sizeof lastErrorCopy, "%s", comm->lastError);
+  pthread_mutex_unlock(&comm->errorLock);
+  __atomic_fetch_sub(&s->busy, 1u, __ATOMIC_SEQ_CST);
+  return lastErrorCopy;
 }
 
-purlinResult_t purlinCommDeviceContext(purlinComm_t comm, purlinDevComm_t** devComm,
+purlinResult_t purlinCommDeviceContext(purlinComm_t handle, purlinDevComm_t** devComm,
                                        purlinHeapLayout_t* layout) {
-  PURLIN_CHECK(commLookup(comm, "purlinCommDeviceContext"));
+  struct purlinComm* comm = NULL;
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinCommDeviceContext", &comm));
   *devComm = comm->devComm;
   *layout = comm->layout;
+  purlinCommLeave(comm);
   return purlinSuccess;
 }

@@ -9,6 +9,7 @@
 #ifndef PURLIN_RUNTIME_COMM_H_
 #define PURLIN_RUNTIME_COMM_H_
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "runtime/errors.h"
@@ -45,7 +46,8 @@ struct purlinGroup {
 
 struct purlinComm {
   uint64_t magic;
-  struct purlinComm* nextLive; /* registry of live handles */
+  purlinComm_t handle; /* what the caller holds: a slot and generation (comm.c) */
+  int slot;            /* the handle table's slot */
   struct purlinGroup* group;
   int rank;
   int nranks;
@@ -64,26 +66,43 @@ struct purlinComm {
   purlinSession_t session;
   /* Calls run in call order whatever their streams (order.h). */
   purlinOrder_t order;
+  /* The text of the communicator's last failure; written by any thread
+   * through purlinCommSetLastError, under errorLock. */
+  pthread_mutex_t errorLock;
   char lastError[PURLIN_ERROR_MSG_MAX];
 };
 
-/* The checks of every collective call, without the registry lock (a
- * collective call takes no global mutex): purlinCommCheckHandle refuses
- * NULL and a handle whose magic is not a communicator's (purlinCommDestroy
- * clears it; a freed handle is undefined behaviour, as in NCCL, and only
- * likely to be caught); purlinCommFailed says whether the group has failed
- * (its abort word is raised or an error was recorded), so that only then
- * the caller takes the lock through purlinCommGetAsyncError. */
-purlinResult_t purlinCommCheckHandle(purlinComm_t comm, const char* fn);
-int purlinCommFailed(purlinComm_t comm);
+/* Every entry point that takes a handle: purlinCommEnter resolves it to
+ * its communicator and counts the call in (refusing NULL, a destroyed or
+ * aborted handle, and any value purlin never made, with
+ * purlinInvalidArgument naming `fn`); purlinCommLeave counts it out.
+ * Destroy and abort wait for the calls inside to leave before anything is
+ * freed, so they are safe from any thread at any time. No global lock on
+ * this path: a collective call takes no mutex. Internal functions take the
+ * resolved struct purlinComm*, never a handle. */
+purlinResult_t purlinCommEnter(purlinComm_t handle, const char* fn, struct purlinComm** comm);
+void purlinCommLeave(struct purlinComm* comm);
 
-/* Whether `comm` is in the registry of live communicators (a handle kept
- * across calls, e.g. by a group, may have been destroyed meanwhile). */
-int purlinCommIsLive(purlinComm_t comm);
+/* Whether the group has failed (its abort word is raised or an error was
+ * recorded), without a lock, so that only then the caller takes it through
+ * purlinCommAsyncError. */
+int purlinCommFailed(struct purlinComm* comm);
+
+/* purlinCommGetAsyncError's body, for a communicator already entered. */
+purlinResult_t purlinCommAsyncError(struct purlinComm* comm, purlinResult_t* asyncError);
+
+/* Sets and copies out the communicator's last-error text
+ * (purlinGetLastError(comm)). */
+void purlinCommSetLastError(struct purlinComm* comm, const char* message);
+void purlinCommLastErrorCopy(struct purlinComm* comm, char* out, size_t bytes);
+
+/* Whether `handle` names a live communicator now (a handle kept across
+ * calls, e.g. by a group, may have been destroyed meanwhile). */
+int purlinCommIsLive(purlinComm_t handle);
 
 /* For purlin's own layers and tests: this rank's device context and heap
  * layout. Returns purlinInvalidArgument for a dead handle. */
-purlinResult_t purlinCommDeviceContext(purlinComm_t comm, purlinDevComm_t** devComm,
+purlinResult_t purlinCommDeviceContext(purlinComm_t handle, purlinDevComm_t** devComm,
                                        purlinHeapLayout_t* layout);
 
 /* What each rank of purlinCommInitRank tells every other before anything is

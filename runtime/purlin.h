@@ -179,8 +179,10 @@ PURLIN_API const char* purlinGetErrorName(purlinResult_t result);
  * limit, and where in purlin it was detected. With a live communicator, the
  * last failure of a call on that communicator; with NULL, the last failure of
  * any purlin call made by the calling thread (use this after a failed init,
- * or a call given an invalid handle). Returns "" if there was none. The text
- * stays valid until the next failing call on the same communicator/thread.
+ * or a call given an invalid handle). Returns "" if there was none. With a
+ * communicator the text is copied for the calling thread and stays valid
+ * until its next purlinGetLastError; with NULL, until the thread's next
+ * failing call. Thread-safe.
  */
 PURLIN_API const char* purlinGetLastError(purlinComm_t comm);
 
@@ -341,7 +343,11 @@ PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device);
  * stream-ordered, not capturable; must not run while kernels of the
  * communicator may still run. With a session open it returns
  * purlinInvalidUsage and changes nothing (end the session first).
- * Thread-safe against calls on other communicators.
+ * Thread-safe: any thread may call it at any time, also while other
+ * threads make calls on the same communicator (those finish first, or are
+ * refused with purlinInvalidArgument). A handle is never valid again after
+ * its destroy or abort, however purlin reuses its memory: calls with it
+ * return purlinInvalidArgument.
  */
 PURLIN_API purlinResult_t purlinCommDestroy(purlinComm_t comm);
 
@@ -356,7 +362,8 @@ PURLIN_API purlinResult_t purlinCommDestroy(purlinComm_t comm);
  * end by their own timeout (or their own abort). An open session's
  * megakernel exits (within microseconds of the abort word) before the
  * rank's memory is released. Not stream-ordered, not capturable;
- * thread-safe against calls on other communicators.
+ * thread-safe as purlinCommDestroy is: a watchdog thread may abort while
+ * other threads issue collectives.
  */
 PURLIN_API purlinResult_t purlinCommAbort(purlinComm_t comm);
 
@@ -365,6 +372,9 @@ PURLIN_API purlinResult_t purlinCommAbort(purlinComm_t comm);
  * group (purlinSuccess if none): a device-side timeout, a mismatch between
  * ranks, or a peer's abort. The detail text is purlinGetLastError(comm).
  * Returns purlinInvalidArgument for a NULL or dead handle or NULL asyncError.
+ * In a group of several processes each process reports its own ranks'
+ * failures, and a rank whose peer in another process failed first reports
+ * purlinRemoteError naming it. Thread-safe; any thread, any time.
  */
 PURLIN_API purlinResult_t purlinCommGetAsyncError(purlinComm_t comm, purlinResult_t* asyncError);
 

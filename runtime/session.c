@@ -23,7 +23,7 @@
 
 static purlinResult_t sessionFail(purlinComm_t comm, purlinResult_t r) {
   if (r != purlinSuccess)
-    snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+    purlinCommSetLastError(comm, purlinThreadLastError());
   return r;
 }
 
@@ -117,7 +117,7 @@ static int groupDefers(purlinComm_t comm, cudaStream_t stream) {
   if (groupDepth == 0) return 0;
   if (!s->inGroup) {
     if (groupCount == PURLIN_GROUP_MAX_COMMS) return 0;
-    groupComms[groupCount++] = comm;
+    groupComms[groupCount++] = comm->handle;
     s->inGroup = 1;
     s->groupStreams = 0;
   }
@@ -161,7 +161,7 @@ out:
 
 void purlinGroupForget(purlinComm_t comm) {
   for (int i = 0; i < groupCount; ++i)
-    if (groupComms[i] == comm) {
+    if (groupComms[i] == comm->handle) {
       groupComms[i] = groupComms[--groupCount];
       break;
     }
@@ -182,18 +182,22 @@ PURLIN_API purlinResult_t purlinGroupEnd(void) {
   purlinResult_t first = purlinSuccess;
   char message[PURLIN_ERROR_MSG_MAX] = "";
   for (int i = 0; i < groupCount; ++i) {
-    purlinComm_t comm = groupComms[i];
-    /* A communicator destroyed (or aborted and destroyed) on another
-     * thread meanwhile is no longer live: nothing of it to wait for. */
-    if (!purlinCommIsLive(comm) || !comm->session.inGroup) continue;
-    purlinResult_t r = groupFlush(comm);
+    /* A communicator destroyed (or aborted) on another thread meanwhile
+     * is no longer live: nothing of it to wait for. */
+    struct purlinComm* comm = NULL;
+    if (purlinCommEnter(groupComms[i], "purlinGroupEnd", &comm) != purlinSuccess) {
+      purlinClearThreadError();
+      continue;
+    }
+    purlinResult_t r = comm->session.inGroup ? groupFlush(comm) : purlinSuccess;
     if (r != purlinSuccess) {
-      snprintf(comm->lastError, sizeof comm->lastError, "%s", purlinThreadLastError());
+      purlinCommSetLastError(comm, purlinThreadLastError());
       if (first == purlinSuccess) {
         first = r;
         snprintf(message, sizeof message, "%s", purlinThreadLastError());
       }
     }
+    purlinCommLeave(comm);
   }
   groupCount = 0;
   if (first != purlinSuccess) return PURLIN_ERROR(first, "purlinGroupEnd: %s", message);
@@ -227,14 +231,15 @@ purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
 }
 
 /* The checks both ends share. */
-static purlinResult_t sessionCheck(purlinComm_t comm, const char* fn) {
-  purlinClearThreadError();
-  PURLIN_CHECK(purlinCommCheckHandle(comm, fn));
+static purlinResult_t sessionCheck(struct purlinComm* comm, const char* fn) {
   purlinResult_t async = purlinSuccess;
-  if (purlinCommFailed(comm)) PURLIN_CHECK(purlinCommGetAsyncError(comm, &async));
-  if (async != purlinSuccess)
+  if (purlinCommFailed(comm)) PURLIN_CHECK(purlinCommAsyncError(comm, &async));
+  if (async != purlinSuccess) {
+    char why[PURLIN_ERROR_MSG_MAX];
+    purlinCommLastErrorCopy(comm, why, sizeof why);
     return sessionFail(comm, PURLIN_ERROR(purlinAborted, "%s: the communicator is aborted (%s)",
-                                          fn, purlinGetLastError(comm)));
+                                          fn, why));
+  }
   return purlinSuccess;
 }
 
@@ -262,7 +267,7 @@ static purlinResult_t sessionQueues(purlinComm_t comm) {
   return purlinSuccess;
 }
 
-PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t comm, struct CUstream_st* stream) {
+static purlinResult_t sessionBegin(struct purlinComm* comm, cudaStream_t stream) {
   PURLIN_CHECK(sessionCheck(comm, "purlinSessionBegin"));
   purlinSession_t* s = &comm->session;
   if (s->open)
@@ -299,9 +304,16 @@ out:
   return sessionFail(comm, res);
 }
 
-PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st* stream) {
+PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t handle, struct CUstream_st* stream) {
+  struct purlinComm* comm = NULL;
   purlinClearThreadError();
-  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinSessionEnd"));
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinSessionBegin", &comm));
+  purlinResult_t res = sessionBegin(comm, stream);
+  purlinCommLeave(comm);
+  return res;
+}
+
+static purlinResult_t sessionEnd(struct purlinComm* comm, cudaStream_t stream) {
   purlinSession_t* s = &comm->session;
   if (!s->open)
     return sessionFail(comm, PURLIN_ERROR(purlinInvalidUsage,
@@ -335,12 +347,27 @@ out:
   return sessionFail(comm, res);
 }
 
-PURLIN_API purlinResult_t purlinSessionQueue(purlinComm_t comm, purlinDevQueue_t* queue) {
+PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t handle, struct CUstream_st* stream) {
+  struct purlinComm* comm = NULL;
   purlinClearThreadError();
-  PURLIN_CHECK(purlinCommCheckHandle(comm, "purlinSessionQueue"));
-  PURLIN_RETURN_IF(queue == NULL, purlinInvalidArgument, "purlinSessionQueue: queue is NULL");
-  queue->control = comm->devComm;
-  return purlinSuccess;
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinSessionEnd", &comm));
+  purlinResult_t res = sessionEnd(comm, stream);
+  purlinCommLeave(comm);
+  return res;
+}
+
+PURLIN_API purlinResult_t purlinSessionQueue(purlinComm_t handle, purlinDevQueue_t* queue) {
+  struct purlinComm* comm = NULL;
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinSessionQueue", &comm));
+  purlinResult_t res = purlinSuccess;
+  if (queue == NULL)
+    res = sessionFail(
+        comm, PURLIN_ERROR(purlinInvalidArgument, "purlinSessionQueue: queue is NULL"));
+  else
+    queue->control = comm->devComm;
+  purlinCommLeave(comm);
+  return res;
 }
 
 PURLIN_API purlinResult_t purlinPreloadKernel(const void* fn) {

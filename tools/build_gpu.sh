@@ -26,7 +26,7 @@ benches=$(filter $(bazel query --noshow_progress 'kind(cc_binary, //bench/...)')
 examples=$(filter $(bazel query --noshow_progress 'kind(cc_binary, //examples/...)'))
 [ -n "$tests$benches$examples" ] || { echo "PURLIN_GPU_ONLY matched no target" >&2; exit 2; }
 # shellcheck disable=SC2086
-bazel build --noshow_progress "$@" $tests $benches $examples
+bazel build --noshow_progress "$@" $tests $benches $examples //runtime:libpurlin.so
 
 rm -rf .gpu
 mkdir -p .gpu/tests .gpu/bench .gpu/examples
@@ -38,6 +38,8 @@ stage() { # label dest-dir
 for t in $tests; do stage "$t" .gpu/tests; done
 for b in $benches; do stage "$b" .gpu/bench; done
 for e in $examples; do stage "$e" .gpu/examples; done
+# The shared library, for the Python package (PURLIN_LIBRARY=.gpu/libpurlin.so).
+cp bazel-bin/runtime/libpurlin.so .gpu/
 git rev-parse --short HEAD > .gpu/COMMIT
 git diff --quiet HEAD -- . || echo "+uncommitted" >> .gpu/COMMIT
 echo "staged $(ls .gpu/tests | wc -l) tests and $(ls .gpu/bench | wc -l) benchmarks in .gpu/ ($(du -sh .gpu | cut -f1))"

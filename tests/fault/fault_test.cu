@@ -3,7 +3,7 @@
  * case injects one fault and checks that every rank reports the right error
  * within timeout + 100 ms, that nothing hangs or traps, that the CUDA
  * context stays usable, and that a new communicator works afterwards.
- * Cases (FAULT_CASES="streams procs wrap scrub", default all):
+ * Cases (FAULT_CASES="streams procs wrap scrub stale watchdog", default all):
  *
  *   streams  One communicator per rank used from two streams: same-shape
  *            AllReduces alternate between them, eager and in a captured
@@ -29,6 +29,18 @@
  *            counters moved on by 2^32 (the same flag), and the large one
  *            again with one rank delayed. Without snac/wrap.cuh's scrub the
  *            peers take the stale packets of the first call.
+ *
+ *   stale    Handles kept past their destroy, after a new group was made
+ *            (whose communicators take the same memory and table slots):
+ *            every call with an old handle is refused and the new group is
+ *            untouched; values purlin never made are refused. (Before, the
+ *            registry compared addresses and took the old handle for the
+ *            new communicator.)
+ *   watchdog A thread aborts every rank while another issues collectives on
+ *            them and a third polls purlinCommGetAsyncError (the PyTorch
+ *            watchdog): no crash, the collective thread's calls succeed or
+ *            are refused, the kernels leave, and a new group works. (Before,
+ *            abort freed the communicator under the other threads' calls.)
  *
  * A rank killed with SIGKILL mid-collective needs one process per GPU (two
  * processes may not share one); tests/gpu/multiprocess_test.cu is where it
@@ -539,6 +551,119 @@ static void scrubCase(int n) {
   destroyWorld(&w);
 }
 
+/* --- stale and watchdog -------------------------------------------------- */
+
+static bool allReduceWorks(World* w, size_t count, uint64_t seed) {
+  return delayedAllReduce(w, count, seed, -1) == 0 && worldHealthy(w, "allReduceWorks");
+}
+
+static void staleCase(void) {
+  const int n = 2;
+  World old = makeWorld(n, purlinPathAuto, 1024);
+  std::vector<purlinComm_t> kept = old.comms;
+  destroyWorld(&old);
+  World w = makeWorld(n, purlinPathAuto, 1024);
+  int refused = 0, calls = 0;
+  for (int r = 0; r < n; ++r) {
+    int count = 0;
+    purlinResult_t a = purlinSuccess;
+    calls += 4;
+    refused += purlinCommCount(kept[r], &count) == purlinInvalidArgument;
+    refused += purlinCommGetAsyncError(kept[r], &a) == purlinInvalidArgument;
+    refused += purlinAllReduce(w.in[r], w.out[r], 16, purlinInt32, purlinSum, kept[r],
+                               w.a[r]) == purlinInvalidArgument;
+    refused += purlinCommDestroy(kept[r]) == purlinInvalidArgument;
+  }
+  /* Values purlin never made: no dereference, a refusal. */
+  const uintptr_t junk[] = {0x1234, 0x1235, (uintptr_t)&w, (uintptr_t)&w | 1, ~(uintptr_t)0};
+  for (uintptr_t v : junk) {
+    int count = 0;
+    calls += 1;
+    refused += purlinCommCount((purlinComm_t)v, &count) == purlinInvalidArgument;
+  }
+  const bool works = allReduceWorks(&w, 1024, 5);
+  printf("stale handles: %d of %d calls refused; the new group works: %s\n", refused, calls,
+         works ? "yes" : "NO");
+  CHECK(refused == calls);
+  CHECK(works);
+  destroyWorld(&w);
+}
+
+struct Watch {
+  World* w;
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, refused{0}, other{0};
+};
+
+static void* collectiveThread(void* arg) {
+  Watch* x = (Watch*)arg;
+  cudaSetDevice(0);
+  for (int k = 0; k < 100000 && !x->stop.load(); ++k) {
+    for (int r = 0; r < x->w->n; ++r) {
+      purlinResult_t res = purlinAllReduce(x->w->in[r], x->w->out[r], 256, purlinInt32, purlinSum,
+                                           x->w->comms[r], x->w->a[r]);
+      if (res == purlinSuccess) ++x->ok;
+      else if (res == purlinInvalidArgument || res == purlinAborted) ++x->refused;
+      else ++x->other;
+    }
+  }
+  return NULL;
+}
+
+static void* pollThread(void* arg) {
+  Watch* x = (Watch*)arg;
+  while (!x->stop.load())
+    for (int r = 0; r < x->w->n; ++r) {
+      purlinResult_t a = purlinSuccess;
+      purlinCommGetAsyncError(x->w->comms[r], &a);
+      (void)purlinGetLastError(x->w->comms[r]);
+    }
+  return NULL;
+}
+
+static void watchdogCase(void) {
+  const int n = 8;
+  World w = makeWorld(n, purlinPathAuto, 1024);
+  Watch x;
+  x.w = &w;
+  pthread_t coll, poll;
+  pthread_create(&coll, NULL, collectiveThread, &x);
+  pthread_create(&poll, NULL, pollThread, &x);
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  int aborted = 0;
+  const double t0 = nowMs();
+  for (int r = 0; r < n; ++r) aborted += purlinCommAbort(w.comms[r]) == purlinSuccess;
+  nanosleep(&ts, NULL);
+  x.stop.store(true);
+  pthread_join(coll, NULL);
+  pthread_join(poll, NULL);
+  const bool drained = cudaDeviceSynchronize() == cudaSuccess;
+  const double ms = nowMs() - t0;
+  printf("watchdog: %d of %d ranks aborted under %d calls (%d refused, %d other); kernels left "
+         "%s in %.1f ms\n",
+         aborted, n, x.ok.load() + x.refused.load() + x.other.load(), x.refused.load(),
+         x.other.load(), drained ? "cleanly" : "WITH AN ERROR", ms);
+  CHECK(aborted == n);
+  CHECK(x.other.load() == 0);
+  CHECK(drained);
+  CHECK(ms < kTimeoutMs + 100);
+  for (int r = 0; r < n; ++r) {
+    cudaStreamDestroy(w.a[r]);
+    cudaStreamDestroy(w.b[r]);
+    cudaFree(w.in[r]);
+    cudaFree(w.out[r]);
+    cudaFree(w.in2[r]);
+    cudaFree(w.out2[r]);
+  }
+  cudaFree(w.bad);
+  World again = makeWorld(n, purlinPathAuto, 1024);
+  const bool works = allReduceWorks(&again, 1024, 6);
+  printf("  a new group works: %s\n", works ? "yes" : "NO");
+  CHECK(works);
+  destroyWorld(&again);
+}
+
 int main(void) {
   if (gpuTestDeviceCount("fault_test") == 0) return 0;
   GPU_CUDA_OK(cudaSetDevice(0));
@@ -564,5 +689,7 @@ int main(void) {
     scrubCase(2);
     scrubCase(8);
   }
-  CHECK_EXIT();
+  if (wanted("stale")) staleCase();
+  if (wanted("watchdog")) watchdogCase();
+  return CHECK_EXIT();
 }
