@@ -70,6 +70,11 @@ static HandleSlot* slotAt(int i) {
   return chunk == NULL ? NULL : &chunk[i % HANDLE_CHUNK_SLOTS];
 }
 
+/* A slot purlin gave out: its chunk exists. */
+static HandleSlot* slotMade(int i) {
+  return &handleChunks[i / HANDLE_CHUNK_SLOTS][i % HANDLE_CHUNK_SLOTS];
+}
+
 static purlinComm_t handleOf(int slot, uint32_t gen) {
   return (purlinComm_t)(uintptr_t)(((uint64_t)gen << 32) | ((uint64_t)slot << 1) | 1u);
 }
@@ -78,7 +83,7 @@ static purlinComm_t handleOf(int slot, uint32_t gen) {
 static purlinResult_t handleAllocLocked(struct purlinComm* comm) {
   int i = handleFree;
   if (i >= 0) {
-    handleFree = slotAt(i)->nextFree;
+    handleFree = slotMade(i)->nextFree;
   } else {
     PURLIN_RETURN_IF(handleSlots == HANDLE_CHUNKS * HANDLE_CHUNK_SLOTS, purlinOutOfMemory,
                      "more than %d communicators live in this process",
@@ -92,7 +97,7 @@ static purlinResult_t handleAllocLocked(struct purlinComm* comm) {
     }
     ++handleSlots;
   }
-  HandleSlot* s = slotAt(i);
+  HandleSlot* s = slotMade(i);
   comm->slot = i;
   comm->handle = handleOf(i, __atomic_load_n(&s->gen, __ATOMIC_SEQ_CST));
   __atomic_store_n(&s->comm, comm, __ATOMIC_SEQ_CST);
@@ -130,7 +135,7 @@ purlinResult_t purlinCommEnter(purlinComm_t handle, const char* fn, struct purli
 }
 
 void purlinCommLeave(struct purlinComm* comm) {
-  if (comm != NULL) __atomic_fetch_sub(&slotAt(comm->slot)->busy, 1u, __ATOMIC_SEQ_CST);
+  if (comm != NULL) __atomic_fetch_sub(&slotMade(comm->slot)->busy, 1u, __ATOMIC_SEQ_CST);
 }
 
 int purlinCommIsLive(purlinComm_t handle) {
@@ -147,7 +152,7 @@ int purlinCommIsLive(purlinComm_t handle) {
 /* Returns a retired slot to the free list. */
 static void handleFreeSlot(int slot) {
   pthread_mutex_lock(&registryLock);
-  slotAt(slot)->nextFree = handleFree;
+  slotMade(slot)->nextFree = handleFree;
   handleFree = slot;
   pthread_mutex_unlock(&registryLock);
 }
@@ -212,7 +217,7 @@ static purlinResult_t commPublish(struct purlinComm** made, int count, purlinCom
   for (; r < count && res == purlinSuccess; ++r) res = handleAllocLocked(made[r]);
   if (res != purlinSuccess) {
     for (int k = 0; k < r - 1; ++k) {
-      HandleSlot* s = slotAt(made[k]->slot);
+      HandleSlot* s = slotMade(made[k]->slot);
       __atomic_store_n(&s->comm, (struct purlinComm*)NULL, __ATOMIC_SEQ_CST);
       __atomic_fetch_add(&s->gen, 1u, __ATOMIC_SEQ_CST);
       s->nextFree = handleFree;
