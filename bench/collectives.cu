@@ -24,9 +24,29 @@
  * rounding model. A forced latency path refuses blocks larger than its
  * buffer: such cells print "-" and are not failures.
  *
+ * Session columns (README, Sessions; --no-session leaves them out), at the
+ * end of each row so that the columns before them stay where they were:
+ * the auto group's calls inside one session, each rank's
+ * purlinSessionBegin, K calls and purlinSessionEnd on its own stream,
+ * forked from the main stream and captured in one graph as the eager
+ * cells are, K chosen from eager auto's time as eager step counts are
+ * (benchStepsFor: about 5 ms per replay, 1..100). Two ways: each call
+ * followed by its wait (sess+wait: the latency a dependent kernel sees)
+ * and the K calls back to back in one purlinGroupStart/End with one wait
+ * at the end (sess rate). Time per call = (median replay - the median
+ * replay of the same graph with no call, measured once in the same run) /
+ * K, and its ratio to eager auto. Each way's data is checked as eager's
+ * is, in one uncaptured session of one call. The first session of each
+ * rank is made eagerly, before any capture (it allocates). Sessions run
+ * only where the megakernel is built (compute capability 9.0): elsewhere
+ * the columns print "-" and the reason is printed once. Several ranks on
+ * one GPU need two CUDA hardware queues per rank, so main sets
+ * CUDA_DEVICE_MAX_CONNECTIONS=32 (unless already set) before CUDA starts,
+ * for the eager cells as well.
+ *
  * Writes JSON (argv[1] when it does not start with --, or --json PATH) for
  * tools/plot_bench.py. Exits non-zero iff an element was wrong or a call
- * failed.
+ * failed (session calls included).
  */
 #include <algorithm>
 #include <errno.h>
@@ -52,13 +72,30 @@ static const char* const kPathTitle[kPaths] = {"auto (tuned)", "latency (forced)
 static const int kMode = kBenchForkJoin;
 enum { kWarmCopies = 2 };
 static const size_t kCeilingBytes = (size_t)256 << 20;
-/* AllReduce up to this size is compared with the barrier-only floor. */
+/* AllReduce up to this size is compared with the barrier-only floor, and
+ * its session time with the small-size session target. */
 static const size_t kSmallBytes = 8192;
 
-/* The project's targets, printed beside the measured ratios. */
+/* The project's targets, printed beside the measured ratios. The session
+ * ones are issue 14's (M4): AllReduce 8 B - 8 KiB with its wait at most
+ * 0.35 x eager, and no size slower than eager. */
 static const double kTargetSmall = 1.30;
 static const double kTargetCeiling = 0.75;
 static const double kTargetTuned = 1.10;
+static const double kTargetSessionSmall = 0.35;
+static const double kTargetSession = 1.00;
+
+/* The two ways a session is timed (benchSession): each call followed by
+ * its wait, and back to back in one group. */
+enum { kWait, kGroup, kWays };
+static const char* const kWayKey[kWays] = {"session_wait", "session_group"};
+static const char* const kWayTitle[kWays] = {"sess+wait", "sess rate"};
+/* Width of the session column group: per way time and /eager, then one
+ * #wrong for both checks. */
+enum { kWayTimeWidth = 10, kWayRatioWidth = 7, kSessionGroupWidth = 2 * (11 + 8) + 8 };
+
+/* How a check calls: eagerly, or in a session one of the two ways. */
+enum { kCallEager, kCallSessionWait, kCallSessionGroup };
 
 /* Table columns: size, count, type, redop, then time, algbw, busbw per path. */
 static const BenchTableFormat kFormat = {8, true, 10, 8, 8};
@@ -80,7 +117,9 @@ static void usage(FILE* f) {
           "  --maxbytes B     largest size (default 1G)\n"
           "  --stepfactor F   integer size multiplier between rows, >= 2 (default 2)\n"
           "  --iters N        timed graph replays per cell, median reported (default 20)\n"
-          "  --quick          smoke-test sweep: 8 B up to 1 MiB, x4 steps, 5 replays\n");
+          "  --quick          smoke-test sweep: 8 B up to 1 MiB, x4 steps, 5 replays\n"
+          "  --no-session     leave out the session columns (auto group in a captured\n"
+          "                   session, each call waited for and grouped)\n");
 }
 
 static const BenchSpelling kDtypeSpellings[] = {
@@ -90,11 +129,20 @@ static const BenchSpelling kDtypeSpellings[] = {
     {"e4m3", purlinFp8E4M3},  {"fp8e5m2", purlinFp8E5M2},   {"e5m2", purlinFp8E5M2},
     {"int32", purlinInt32},   {"int", purlinInt32}};
 
+/* The options only this benchmark takes. */
+struct OwnOptions {
+  bool noSession;
+};
+static OwnOptions ownOptions;
+
 /* --quick changes the defaults of the options not given before it; one
  * given after it still overrides them, so their order does not matter. */
-static int quickOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
-  (void)ctx;
+static int ownOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
   (void)v;
+  if (strcmp(a, "--no-session") == 0) {
+    ((OwnOptions*)ctx)->noSession = true;
+    return kBenchOptFlag;
+  }
   if (strcmp(a, "--quick") != 0) return kBenchOptUnknown;
   if (!(o->given & kBenchGivenMaxBytes)) o->maxBytes = (size_t)1 << 20;
   if (!(o->given & kBenchGivenStepFactor)) o->stepFactor = 4;
@@ -104,7 +152,7 @@ static int quickOption(void* ctx, BenchOptions* o, const char* a, const char* v)
 
 static const BenchCli kCli = {
     "collectives", usage, kBenchColls, kDtypeSpellings,
-    sizeof kDtypeSpellings / sizeof kDtypeSpellings[0], false, quickOption, NULL};
+    sizeof kDtypeSpellings / sizeof kDtypeSpellings[0], false, ownOption, &ownOptions};
 
 /* ------------------------------------------------------------------------ */
 /* The benchmark's state                                                     */
@@ -113,27 +161,41 @@ static const BenchCli kCli = {
  * count, a timed-out mark, and an inbox where peer p raises word p. */
 enum { kStepWord = 0, kTimedOutWord = 1, kInboxWord = 32, kWords = 64 };
 
+/* Whether the session columns are printed and measured. */
+enum {
+  kSessionsLeftOut, /* --no-session: no columns */
+  kSessionsOff,     /* columns of "-": refused here or failed (Bench.sessionWhy) */
+  kSessionsOn
+};
+
 struct Bench {
   BenchOptions opt;
   BenchRanks ranks;
   purlinComm_t comms[kPaths][kBenchMaxRanks];
   int groups; /* groups made so far */
   unsigned int* words[kBenchMaxRanks];
+  int sessions;
+  char sessionWhy[512];
+  int megakernelCtas;
+  double emptySessionUs; /* a session graph with no call; negative when not measured */
 };
 
 struct Cell {
   int state; /* kBenchNotRun, kBenchDone, kBenchRefused, kBenchFailed */
-  double us;
+  double us; /* per call; a session cell's less the empty session's */
   size_t wrong;
-  int steps;
+  int steps;      /* steps per graph; a session cell's calls per session */
+  double graphUs; /* a session cell's median replay */
 };
 
 struct Row {
   int coll;
   size_t target, bytes, count, moved;
   Cell cell[kPaths];
+  Cell session[kWays]; /* the auto group in a session */
   /* Derived; negative when not measured. */
   double tunedOverBest, movedGBs, movedOverCeiling, overBarrier;
+  double sessionOverEager[kWays];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -297,6 +359,18 @@ static void reportCall(const Bench* B, const BenchShape* s, int path, int r, pur
           lastError(B->comms[path][r]));
 }
 
+static void reportSession(const Bench* B, const BenchShape* s, int r, purlinResult_t res, int at,
+                          const char* when) {
+  char what[96];
+  if (s != NULL)
+    snprintf(what, sizeof what, "%s %zu B", kBenchCollTitle[s->coll], s->bytes);
+  else
+    snprintf(what, sizeof what, "a session with no call");
+  fprintf(stderr, "FAILED %s in a session of the auto group, rank %d (%s, at %s): %s\n  %s\n",
+          what, r, when, kBenchSessionStep[at], purlinGetErrorName(res),
+          lastError(B->comms[kAuto][r]));
+}
+
 /* One cell's calls, as the timing modes launch them. */
 struct CollWork {
   const Bench* B;
@@ -309,6 +383,35 @@ static bool launchColl(void* ctx, int r, cudaStream_t stream, const char* when) 
   purlinResult_t res = callColl(w->B, w->s, w->path, r, stream);
   if (res != purlinSuccess) reportCall(w->B, w->s, w->path, r, res, when);
   return res == purlinSuccess;
+}
+
+/* One session cell's graph part for rank r: the rank's whole session
+ * (benchSession) with `calls` calls of `s` (none: s may be NULL). */
+struct SessionWork {
+  const Bench* B;
+  const BenchShape* s;
+  int calls;
+  bool grouped;
+};
+
+static bool launchSession(void* ctx, int r, cudaStream_t stream, const char* when) {
+  const SessionWork* w = (const SessionWork*)ctx;
+  int at = kBenchSessionCall;
+  purlinResult_t res = benchSession(
+      w->B->comms[kAuto][r], stream, w->calls, w->grouped,
+      [&](int) { return callColl(w->B, w->s, kAuto, r, stream); }, &at);
+  if (res != purlinSuccess) reportSession(w->B, w->s, r, res, at, when);
+  return res == purlinSuccess;
+}
+
+/* The median replay (us) of one graph holding every rank's session,
+ * forked from the main stream as the eager cells' steps are (the
+ * fork/join mode with one step, the step being the whole session). False
+ * after a failed call; the graph is then never launched. */
+static bool sessionGraphUs(Bench* B, const BenchShape* s, int calls, bool grouped, double* us) {
+  SessionWork sw = {B, s, calls, grouped};
+  BenchWork work = {"purlin session", s, launchSession, NULL, &sw};
+  return kBenchMode[kMode].time(&B->ranks, &work, 1, B->opt.iters, us);
 }
 
 /* Whether no rank of group `path` has an asynchronous error (printed). */
@@ -325,35 +428,51 @@ static bool asyncOk(const Bench* B, int path) {
   return true;
 }
 
-/* One eager call of `s` on group `path`, every rank on its own stream, on
- * fresh inputs (from `seed`) into poisoned outputs; counts wrong elements
- * into *wrong. Returns kBenchDone, kBenchRefused (the forced latency path
- * refused it on every rank; the first message goes to `refusal`) or
- * kBenchFailed, with *contained set when no rank launched anything, so that
- * the group is still usable. */
-static int checkOnce(Bench* B, const BenchShape* s, int path, uint64_t seed, BenchTables* T,
-                     size_t* wrong, char* refusal, size_t refusalSize, bool* contained) {
+/* One call of `s` on group `path`, every rank on its own stream, on fresh
+ * inputs (from `seed`) into poisoned outputs; counts wrong elements into
+ * *wrong. `how` makes it an eager call, or the only call of an uncaptured
+ * session on every rank (benchSession, waited for or grouped). Returns
+ * kBenchDone, kBenchRefused (the forced latency path refused it on every
+ * rank; the first message goes to `refusal`) or kBenchFailed, with
+ * *contained set when no rank launched a collective, so that the group is
+ * still usable. */
+static int checkOnce(Bench* B, const BenchShape* s, int path, int how, uint64_t seed,
+                     BenchTables* T, size_t* wrong, char* refusal, size_t refusalSize,
+                     bool* contained) {
   BenchRanks* R = &B->ranks;
   *contained = false;
   BenchValueRule rule = benchValueRule(R->n, B->opt.dtype, B->opt.op, seed, true);
   benchPrepareInputs(R, s, &rule, B->opt.dtype, T);
-  int refused = 0, failed = 0, launched = 0;
+  int refused = 0, failed = 0, launched = 0, began = 0;
   for (int r = 0; r < R->n; ++r) {
     GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
-    purlinResult_t res = callColl(B, s, path, r, R->streams[r]);
-    if (res == purlinSuccess) {
-      ++launched;
-      continue;
-    }
-    if (path == kLatency && res == purlinInvalidUsage) {
+    cudaStream_t stream = R->streams[r];
+    int at = kBenchSessionCall;
+    purlinResult_t res =
+        how == kCallEager
+            ? callColl(B, s, path, r, stream)
+            : benchSession(
+                  B->comms[path][r], stream, 1, how == kCallSessionGroup,
+                  [&](int) { return callColl(B, s, path, r, stream); }, &at);
+    if (how != kCallEager && at != kBenchSessionBegin) ++began;
+    /* A session that failed at its group's end or its own end had
+     * enqueued its collective. */
+    if (res == purlinSuccess || at > kBenchSessionCall) ++launched;
+    if (res == purlinSuccess) continue;
+    if (how == kCallEager && path == kLatency && res == purlinInvalidUsage) {
       if (refused++ == 0) snprintf(refusal, refusalSize, "%s", lastError(B->comms[path][r]));
       continue;
     }
-    reportCall(B, s, path, r, res, "eager");
+    if (how == kCallEager)
+      reportCall(B, s, path, r, res, "eager");
+    else
+      reportSession(B, s, r, res, at, "session check");
     ++failed;
   }
   if (refused == R->n) return kBenchRefused;
   if (launched == 0) {
+    /* Megakernels given no collective retire at their session's end. */
+    if (how != kCallEager && began > 0) benchSyncRanks(R);
     *contained = true;
     return kBenchFailed;
   }
@@ -364,9 +483,92 @@ static int checkOnce(Bench* B, const BenchShape* s, int path, uint64_t seed, Ben
   benchSyncRanks(R);
   if (refused > 0 || failed > 0 || !asyncOk(B, path)) return kBenchFailed;
   char what[96];
-  snprintf(what, sizeof what, "%s %zu B %s", kBenchCollTitle[s->coll], s->bytes, kPathKey[path]);
+  snprintf(what, sizeof what, "%s %zu B %s", kBenchCollTitle[s->coll], s->bytes,
+           how == kCallEager ? kPathKey[path] : kWayKey[how == kCallSessionWait ? kWait : kGroup]);
   *wrong = benchCheckOutputs(R, s, T, what);
   return kBenchDone;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sessions                                                                  */
+
+/* The auto group's first session on every rank, eager and uncaptured: it
+ * makes the rank's session resources (it allocates, which no capture may
+ * see) and tells whether this GPU runs sessions. Then the session with no
+ * call, timed as every session cell is, whose time the cells subtract. A
+ * refusal (purlinInvalidUsage from purlinSessionBegin: no megakernel for
+ * this GPU, or too few CUDA hardware queues) turns the columns to "-" with
+ * its reason; any other failure too, and it counts as a failed call.
+ * Returns the failures. */
+static int startSessions(Bench* B) {
+  BenchRanks* R = &B->ranks;
+  int failures = 0;
+  for (int r = 0; r < R->n && B->sessions == kSessionsOn; ++r) {
+    GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
+    int at = kBenchSessionCall;
+    purlinResult_t res = benchSession(
+        B->comms[kAuto][r], R->streams[r], 0, false, [](int) { return purlinSuccess; }, &at);
+    if (res == purlinSuccess) continue;
+    B->sessions = kSessionsOff;
+    if (res == purlinInvalidUsage && at == kBenchSessionBegin) {
+      snprintf(B->sessionWhy, sizeof B->sessionWhy, "purlinSessionBegin refused rank %d: %s", r,
+               lastError(B->comms[kAuto][r]));
+    } else {
+      reportSession(B, NULL, r, res, at, "first session");
+      snprintf(B->sessionWhy, sizeof B->sessionWhy, "the first session failed (see FAILED above)");
+      ++failures;
+    }
+  }
+  benchSyncRanks(R);
+  if (B->sessions == kSessionsOn && !asyncOk(B, kAuto)) {
+    B->sessions = kSessionsOff;
+    snprintf(B->sessionWhy, sizeof B->sessionWhy, "the first session failed (see FAILED above)");
+    ++failures;
+  }
+  if (B->sessions != kSessionsOn) return failures;
+  if (!sessionGraphUs(B, NULL, 0, false, &B->emptySessionUs) || !asyncOk(B, kAuto)) {
+    B->sessions = kSessionsOff;
+    B->emptySessionUs = -1;
+    snprintf(B->sessionWhy, sizeof B->sessionWhy,
+             "the session with no call failed (see FAILED above)");
+    ++failures;
+  }
+  return failures;
+}
+
+/* Row w's session cells, eager auto measured: per way, the check, then the
+ * timed graph of K calls per session, K chosen from eager auto's time as
+ * eager steps are. Returns the failures and adds wrong elements to *wrong;
+ * sets *skip when the collective's later session cells must not run, and
+ * *stop when the auto group is no longer usable. */
+static int measureSessions(Bench* B, const BenchShape* s, Row* w, BenchTables* T, uint64_t* seed,
+                           size_t* wrong, bool* skip, bool* stop) {
+  const int calls = benchStepsFor(w->cell[kAuto].us);
+  for (int way = 0; way < kWays; ++way) {
+    Cell* c = &w->session[way];
+    char unused[8];
+    bool contained = false;
+    c->state = checkOnce(B, s, kAuto, way == kWait ? kCallSessionWait : kCallSessionGroup, ++*seed,
+                         T, &c->wrong, unused, sizeof unused, &contained);
+    if (c->state != kBenchDone) {
+      c->state = kBenchFailed;
+      *skip = true;
+      *stop = !contained;
+      return 1;
+    }
+    *wrong += c->wrong;
+    c->steps = calls;
+    bool ok = sessionGraphUs(B, s, calls, way == kGroup, &c->graphUs);
+    bool healthy = asyncOk(B, kAuto);
+    if (!ok || !healthy) {
+      c->state = kBenchFailed;
+      *skip = true;
+      *stop = !healthy;
+      return 1;
+    }
+    c->us = benchSessionCallUs(c->graphUs, B->emptySessionUs, calls);
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -376,8 +578,14 @@ static void printTableHeader(const Bench* B, int coll) {
   printf("\n# %s, %d ranks, %s%s%s\n", kBenchCollTitle[coll], B->ranks.n,
          kBenchDtypeName[B->opt.dtype], benchReduces(coll) ? " " : "",
          benchReduces(coll) ? kBenchOpName[B->opt.op] : "");
+  const bool sessions = B->sessions != kSessionsLeftOut;
   printf("#%40s", "");
   for (int p = 0; p < kPaths; ++p) benchPrintCentered(kPathTitle[p], 36);
+  if (sessions) {
+    /* Over the columns between the paths and the session group. */
+    printf("%*s", 11 + (B->ranks.oneGpu ? 16 : 0) + (coll == kBenchAllReduce ? 9 : 0), "");
+    benchPrintCentered("session, auto group", kSessionGroupWidth - 1);
+  }
   printf("\n");
   benchPrintLeadTitles(&kFormat, "size", "count", "type", "redop");
   for (int p = 0; p < kPaths; ++p) {
@@ -387,6 +595,11 @@ static void printTableHeader(const Bench* B, int coll) {
   printf(" %10s", "tuned/best");
   if (B->ranks.oneGpu) printf(" %8s %6s", "moved", "/ceil");
   if (coll == kBenchAllReduce) printf(" %8s", "/barrier");
+  if (sessions) {
+    for (int k = 0; k < kWays; ++k)
+      printf(" %*s %*s", kWayTimeWidth, kWayTitle[k], kWayRatioWidth, "/eager");
+    printf(" %7s", "#wrong");
+  }
   printf("\n");
   benchPrintLeadTitles(&kFormat, "(B)", "(elements)", "", "");
   for (int p = 0; p < kPaths; ++p) {
@@ -395,6 +608,10 @@ static void printTableHeader(const Bench* B, int coll) {
   }
   printf(" %10s", "");
   if (B->ranks.oneGpu) printf(" %8s %6s", "(GB/s)", "");
+  if (sessions) {
+    if (coll == kBenchAllReduce) printf(" %8s", "");
+    for (int k = 0; k < kWays; ++k) printf(" %*s %*s", kWayTimeWidth, "(us)", kWayRatioWidth, "");
+  }
   printf("\n");
 }
 
@@ -418,6 +635,29 @@ static void printRow(const Bench* B, const Row* w) {
     benchPrintRatio(w->movedOverCeiling, 6, " %*.2f");
   }
   if (w->coll == kBenchAllReduce) benchPrintRatio(w->overBarrier, 8, " %*.2f");
+  if (B->sessions != kSessionsLeftOut) {
+    /* "-": not measured (no sessions here, or eager auto had no time). */
+    size_t wrong = 0;
+    const char* mark = "-";
+    bool checked = false;
+    for (int k = 0; k < kWays; ++k) {
+      const Cell* c = &w->session[k];
+      if (c->state == kBenchDone) {
+        printf(" %*.2f", kWayTimeWidth, c->us);
+        benchPrintRatio(w->sessionOverEager[k], kWayRatioWidth, " %*.2f");
+        wrong += c->wrong;
+        checked = true;
+      } else {
+        const char* m = c->state == kBenchFailed ? "FAIL" : "-";
+        if (c->state == kBenchFailed) mark = m;
+        printf(" %*s %*s", kWayTimeWidth, m, kWayRatioWidth, m);
+      }
+    }
+    if (checked && strcmp(mark, "-") == 0)
+      printf(" %7zu", wrong);
+    else
+      printf(" %7s", mark);
+  }
   printf("\n");
   fflush(stdout);
 }
@@ -425,7 +665,11 @@ static void printRow(const Bench* B, const Row* w) {
 static void derive(const Bench* B, double barrierUs, double ceilingGBs, Row* w) {
   const Cell* c = w->cell;
   w->tunedOverBest = w->movedGBs = w->movedOverCeiling = w->overBarrier = -1;
+  for (int k = 0; k < kWays; ++k) w->sessionOverEager[k] = -1;
   if (c[kAuto].state != kBenchDone) return;
+  for (int k = 0; k < kWays; ++k)
+    if (w->session[k].state == kBenchDone && w->session[k].us > 0 && c[kAuto].us > 0)
+      w->sessionOverEager[k] = w->session[k].us / c[kAuto].us;
   double best = -1;
   for (int p = kLatency; p <= kThroughput; ++p)
     if (c[p].state == kBenchDone && (best < 0 || c[p].us < best)) best = c[p].us;
@@ -444,6 +688,12 @@ struct Summary {
   double ceilingRatio[kBenchColls]; /* moved / ceiling at 256 MiB */
   double worstTuned[kBenchColls];
   size_t worstTunedBytes[kBenchColls];
+  /* Session / eager auto: AllReduce up to kSmallBytes with its wait, and
+   * every size of each collective, each way. */
+  double worstSessionSmall;
+  size_t worstSessionSmallBytes;
+  double worstSession[kWays][kBenchColls];
+  size_t worstSessionBytes[kWays][kBenchColls];
   size_t wrong;
   int failures;
 };
@@ -452,7 +702,19 @@ static void summarize(const std::vector<Row>& rows, Summary* s) {
   s->worstSmall = -1;
   s->worstSmallBytes = 0;
   for (int c = 0; c < kBenchColls; ++c) s->ceilingRatio[c] = s->worstTuned[c] = -1;
+  s->worstSessionSmall = -1;
+  s->worstSessionSmallBytes = 0;
+  for (int k = 0; k < kWays; ++k)
+    for (int c = 0; c < kBenchColls; ++c) s->worstSession[k][c] = -1, s->worstSessionBytes[k][c] = 0;
   for (const Row& w : rows) {
+    for (int k = 0; k < kWays; ++k) {
+      double v = w.sessionOverEager[k];
+      if (v > s->worstSession[k][w.coll])
+        s->worstSession[k][w.coll] = v, s->worstSessionBytes[k][w.coll] = w.bytes;
+      if (k == kWait && w.coll == kBenchAllReduce && w.bytes <= kSmallBytes &&
+          v > s->worstSessionSmall)
+        s->worstSessionSmall = v, s->worstSessionSmallBytes = w.bytes;
+    }
     if (w.overBarrier > s->worstSmall) s->worstSmall = w.overBarrier, s->worstSmallBytes = w.bytes;
     if (w.target == kCeilingBytes) s->ceilingRatio[w.coll] = w.movedOverCeiling;
     if (w.tunedOverBest > s->worstTuned[w.coll])
@@ -481,14 +743,29 @@ static bool writeJson(const char* path, const Bench* B, const cudaDeviceProp* pr
           kBenchDtypeName[B->opt.dtype], kBenchOpName[B->opt.op], B->opt.iters);
   benchJsonNumber(f, "barrier_us", barrierUs, ", ");
   benchJsonNumber(f, "copy_ceiling_GBps", ceilingGBs, ", ");
-  fprintf(f, "\"copy_ceiling_bytes\": %zu},\n \"summary\": {", kCeilingBytes);
+  fprintf(f, "\"copy_ceiling_bytes\": %zu},\n \"session\": {\"measured\": %s, \"reason\": ",
+          kCeilingBytes, B->sessions == kSessionsOn ? "true" : "false");
+  if (B->sessions == kSessionsOn)
+    fprintf(f, "null");
+  else
+    benchJsonString(f, B->sessions == kSessionsLeftOut ? "--no-session" : B->sessionWhy);
+  fprintf(f, ", \"megakernel_ctas\": %d, ", B->megakernelCtas);
+  benchJsonNumber(f, "empty_session_us", B->emptySessionUs, "},\n \"summary\": {");
   benchJsonNumber(f, "allreduce_small_over_barrier_worst", s->worstSmall, ", ");
   benchJsonNumber(f, "allgather_256MiB_over_ceiling", s->ceilingRatio[kBenchAllGather], ", ");
   benchJsonNumber(f, "alltoall_256MiB_over_ceiling", s->ceilingRatio[kBenchAllToAll], ", ");
   fprintf(f, "\"tuned_over_best_worst\": {");
   for (int c = 0; c < kBenchColls; ++c)
     benchJsonNumber(f, kBenchCollKey[c], s->worstTuned[c], c + 1 < kBenchColls ? ", " : "");
-  fprintf(f, "}, \"wrong\": %zu, \"failures\": %d},\n \"rows\": [", s->wrong, s->failures);
+  fprintf(f, "}, ");
+  benchJsonNumber(f, "allreduce_small_session_wait_over_eager_worst", s->worstSessionSmall, ", ");
+  for (int k = 0; k < kWays; ++k) {
+    fprintf(f, "\"%s_over_eager_worst\": {", kWayKey[k]);
+    for (int c = 0; c < kBenchColls; ++c)
+      benchJsonNumber(f, kBenchCollKey[c], s->worstSession[k][c], c + 1 < kBenchColls ? ", " : "");
+    fprintf(f, "}, ");
+  }
+  fprintf(f, "\"wrong\": %zu, \"failures\": %d},\n \"rows\": [", s->wrong, s->failures);
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& w = rows[i];
     benchJsonRowLead(f, i == 0, w.coll, w.bytes, w.count, B->opt.dtype, B->opt.op);
@@ -505,7 +782,19 @@ static bool writeJson(const char* path, const Bench* B, const cudaDeviceProp* pr
     benchJsonNumber(f, "tuned_over_best", w.tunedOverBest, ", ");
     benchJsonNumber(f, "moved_GBps", w.movedGBs, ", ");
     benchJsonNumber(f, "moved_over_ceiling", w.movedOverCeiling, ", ");
-    benchJsonNumber(f, "over_barrier", w.overBarrier, "}");
+    benchJsonNumber(f, "over_barrier", w.overBarrier, ", ");
+    for (int k = 0; k < kWays; ++k) {
+      const Cell* c = &w.session[k];
+      fprintf(f, "\"%s\": {\"status\": \"%s\"", kWayKey[k], kBenchStateKey[c->state]);
+      if (c->state == kBenchDone) {
+        benchJsonTime(f, c->us, w.bytes, benchBusFactor(w.coll, R->n));
+        fprintf(f, ", \"wrong\": %zu, \"calls\": %d, ", c->wrong, c->steps);
+        benchJsonNumber(f, "graph_us", c->graphUs, "");
+      }
+      fprintf(f, "}, ");
+    }
+    benchJsonNumber(f, "session_wait_over_eager", w.sessionOverEager[kWait], ", ");
+    benchJsonNumber(f, "session_group_over_eager", w.sessionOverEager[kGroup], "}");
   }
   fprintf(f, "\n ]\n}\n");
   bool ok = fclose(f) == 0;
@@ -533,11 +822,18 @@ static void destroyGroups(Bench* B) {
 }
 
 int main(int argc, char** argv) {
+  /* Before CUDA starts (it reads this once): every rank's session needs
+   * two CUDA hardware queues, its stream's and its megakernel's (README,
+   * Sessions); CUDA's default of 8 would serve 4 ranks on one GPU. 32 is
+   * CUDA's maximum. A value set by the caller is kept. */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   static Bench bench;
   Bench* B = &bench;
   BenchRanks* R = &B->ranks;
   int parsed = benchParseArgs(&kCli, argc, argv, &B->opt);
   if (parsed != 0) return parsed == 1 ? 0 : 2;
+  B->sessions = ownOptions.noSession ? kSessionsLeftOut : kSessionsOn;
+  B->emptySessionUs = -1;
   int ndev = benchDeviceCount("bench/collectives");
   if (ndev == 0) return 0;
   double t0 = nowS();
@@ -552,6 +848,7 @@ int main(int argc, char** argv) {
     if (B->opt.colls[c]) benchPlanSweep(R, &B->opt, c, &shapes[c]);
 
   purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
+  B->megakernelCtas = config.megakernelCtas;
   for (int p = 0; p < kPaths; ++p) {
     config.path = kPathConfig[p];
     purlinResult_t res = purlinCommInitAllConfig(B->comms[p], R->n, R->devices, &config);
@@ -581,6 +878,23 @@ int main(int argc, char** argv) {
   for (int r = 0; r < R->n; ++r) printf(" %d", R->devices[r]);
   printf("; three groups: auto (tuned), latency path forced, throughput path forced\n");
 
+  /* Before any capture: the first session of a communicator allocates. */
+  int sessionFailures = B->sessions == kSessionsOn ? startSessions(B) : 0;
+  if (B->sessions == kSessionsOn) {
+    const char* connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    printf(
+        "# sessions: the auto group, megakernelCtas %d, CUDA_DEVICE_MAX_CONNECTIONS=%s; "
+        "sess+wait: each call followed by its wait; sess rate: the calls in one group, one wait "
+        "at the end\n",
+        B->megakernelCtas, connections != NULL ? connections : "(unset)");
+    printf(
+        "# sessions: K calls per session (K as eager steps, from eager auto's time); per call = "
+        "(replay - a session with no call, %.2f us) / K\n",
+        B->emptySessionUs);
+  } else if (B->sessions == kSessionsOff) {
+    printf("# session columns not measured (\"-\"): %s\n", B->sessionWhy);
+  }
+
   bool barrierFailed = false;
   double barrierUs = barrierFloorUs(B, &barrierFailed);
   double ceilingGBs = R->oneGpu ? copyCeilingGBs(B) : -1;
@@ -596,7 +910,7 @@ int main(int argc, char** argv) {
   static char refusal[kBenchColls][512];
   size_t refusedAt[kBenchColls] = {0};
   size_t totalWrong = 0;
-  int failures = barrierFailed ? 1 : 0;
+  int failures = (barrierFailed ? 1 : 0) + sessionFailures;
   uint64_t seed = 0;
   bool stop = false;
   for (int coll = 0; coll < kBenchColls && !stop; ++coll) {
@@ -606,6 +920,7 @@ int main(int argc, char** argv) {
     /* A path whose call failed without launching anything is skipped for
      * the rest of this collective; the group stays usable. */
     bool skip[kPaths] = {false, false, false};
+    bool skipSessions = false;
     for (const BenchShape& s : shapes[coll]) {
       Row w;
       memset(&w, 0, sizeof w);
@@ -619,8 +934,8 @@ int main(int argc, char** argv) {
         if (skip[p]) continue;
         char message[512] = "";
         bool contained = false;
-        c->state =
-            checkOnce(B, &s, p, ++seed, &tables, &c->wrong, message, sizeof message, &contained);
+        c->state = checkOnce(B, &s, p, kCallEager, ++seed, &tables, &c->wrong, message,
+                             sizeof message, &contained);
         if (c->state == kBenchRefused) {
           if (refusedAt[coll] == 0) {
             refusedAt[coll] = s.bytes;
@@ -649,6 +964,10 @@ int main(int argc, char** argv) {
         }
         estimate[p] = c->us;
       }
+      if (B->sessions == kSessionsOn && !skipSessions && !stop &&
+          w.cell[kAuto].state == kBenchDone)
+        failures +=
+            measureSessions(B, &s, &w, &tables, &seed, &totalWrong, &skipSessions, &stop);
       derive(B, barrierUs, ceilingGBs, &w);
       printRow(B, &w);
       rows.push_back(w);
@@ -706,6 +1025,23 @@ int main(int argc, char** argv) {
     else
       snprintf(what, sizeof what, "%s tuned/best, worst", kBenchCollTitle[c]);
     benchPrintTarget(44, what, sum.worstTuned[c], kTargetTuned, true, 0);
+  }
+  if (B->sessions != kSessionsLeftOut) {
+    if (B->sessions == kSessionsOn)
+      printf("#   %-44s %6.2f us per graph\n", "session with no call (subtracted)",
+             B->emptySessionUs);
+    else
+      printf("#   %-44s n/a: %s\n", "sessions", B->sessionWhy);
+    if (!shapes[kBenchAllReduce].empty())
+      benchPrintTarget(44, "AllReduce <= 8 KiB sess+wait / eager, worst", sum.worstSessionSmall,
+                       kTargetSessionSmall, true, sum.worstSessionSmallBytes);
+    for (int c = 0; c < kBenchColls; ++c) {
+      if (shapes[c].empty()) continue;
+      char what[96];
+      snprintf(what, sizeof what, "%s sess+wait / eager, worst", kBenchCollTitle[c]);
+      benchPrintTarget(44, what, sum.worstSession[kWait][c], kTargetSession, true,
+                       sum.worstSessionBytes[kWait][c]);
+    }
   }
   bool pass = benchPrintVerdict(44, sum.wrong, sum.failures, B->opt.jsonPath);
   return pass ? 0 : 1;

@@ -2,7 +2,8 @@
  * harness.cu -- the shared parts of the benchmarks declared in harness.h:
  * shapes, option parsing, the ranks' resources, the input patterns and the
  * exact check (with the library's own datatype conversions), the timing
- * modes and the table, JSON and summary pieces. Nothing here knows which
+ * modes, the names of a session's steps and the table, JSON and summary
+ * pieces. Nothing here knows which
  * library or path a benchmark times.
  */
 #include "bench/harness.h"
@@ -771,12 +772,16 @@ const BenchMode kBenchMode[kBenchModes] = {
     {"forkjoin", forkJoinUs, forkJoinUs},
 };
 
+int benchStepsFor(double estimateUs) {
+  double k = ceil(kBenchRepTargetUs / std::max(estimateUs, 1e-3));
+  return (int)std::max(1.0, std::min((double)kBenchMaxSteps, k));
+}
+
 bool benchMeasure(BenchRanks* R, int mode, const BenchWork* w, double estimateUs, int reps,
                   double* us, int* steps) {
   const BenchMode* m = &kBenchMode[mode];
   if (!(estimateUs > 0) && !m->probe(R, w, 1, kBenchProbeReps, &estimateUs)) return false;
-  double k = ceil(kBenchRepTargetUs / std::max(estimateUs, 1e-3));
-  *steps = (int)std::max(1.0, std::min((double)kBenchMaxSteps, k));
+  *steps = benchStepsFor(estimateUs);
   return m->time(R, w, *steps, reps, us);
 }
 
@@ -911,3 +916,9 @@ double benchGraphMedianUs(cudaGraphExec_t x, cudaStream_t stream, int reps) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
+
+/* ------------------------------------------------------------------------ */
+/* Sessions                                                                  */
+
+const char* const kBenchSessionStep[4] = {"purlinSessionBegin", "a call", "purlinGroupEnd",
+                                          "purlinSessionEnd"};

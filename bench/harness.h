@@ -5,8 +5,8 @@
  * size sweep; the options every collective benchmark takes; the ranks'
  * streams, events and buffers; inputs that are a function of (seed, rank,
  * index) and the exact check of every output element against a host
- * reference; the timing modes, as a table; and the pieces of nccl-tests
- * style tables, JSON and summary lines. What one benchmark alone measures
+ * reference; the timing modes, as a table; a session recorded two ways;
+ * and the pieces of nccl-tests style tables, JSON and summary lines. What one benchmark alone measures
  * (paths, libraries, floors, ceilings, its own columns) stays in it.
  */
 #ifndef PURLIN_BENCH_HARNESS_H_
@@ -283,6 +283,10 @@ extern const BenchMode kBenchMode[kBenchModes];
 static const double kBenchRepTargetUs = 5000.0;
 enum { kBenchMaxSteps = 100, kBenchProbeReps = 2 };
 
+/* The step count that makes a repetition of steps of `estimateUs` last
+ * about kBenchRepTargetUs, 1..kBenchMaxSteps. */
+int benchStepsFor(double estimateUs);
+
 /* Runs w through `mode` with the step count chosen so that a repetition
  * lasts about kBenchRepTargetUs: from `estimateUs` (the previous size's
  * time) when positive, else from the mode's probe. */
@@ -317,6 +321,49 @@ static cudaGraphExec_t benchCaptureForked(cudaStream_t main, cudaEvent_t fork, i
 /* The median of `reps` replays of graph x on `stream`, after one warm-up
  * replay, in microseconds (events around each replay). */
 double benchGraphMedianUs(cudaGraphExec_t x, cudaStream_t stream, int reps);
+
+/* ------------------------------------------------------------------------ */
+/* Sessions                                                                  */
+
+/* What benchSession was doing when it failed. */
+enum { kBenchSessionBegin, kBenchSessionCall, kBenchSessionGroupEnd, kBenchSessionEnd };
+extern const char* const kBenchSessionStep[4]; /* "purlinSessionBegin", "a call", ... */
+
+/* One session of `comm` on `stream`, the two ways a session is timed:
+ * purlinSessionBegin, `calls` calls call(k) (each returns a
+ * purlinResult_t), purlinSessionEnd. Not grouped, each call is its
+ * enqueue-and-wait node: the latency a dependent kernel sees. Grouped, the
+ * calls are made inside purlinGroupStart/End, enqueued back to back with
+ * one wait at the end: the megakernel's rate. A session that began is
+ * always ended, after a failed call too, so that the communicator has no
+ * session left open; the first failure is returned, and what failed in
+ * *failedAt when it is not NULL (the message stays in
+ * purlinGetLastError(comm)). Eager or under a capture, as the calls. */
+template <typename F>
+static purlinResult_t benchSession(purlinComm_t comm, cudaStream_t stream, int calls,
+                                   bool grouped, F call, int* failedAt) {
+  int at = kBenchSessionBegin;
+  purlinResult_t res = purlinSessionBegin(comm, stream);
+  if (res == purlinSuccess) {
+    at = kBenchSessionCall;
+    if (grouped) (void)purlinGroupStart();
+    for (int k = 0; k < calls && res == purlinSuccess; ++k) res = call(k);
+    if (grouped) {
+      purlinResult_t g = purlinGroupEnd();
+      if (res == purlinSuccess && g != purlinSuccess) res = g, at = kBenchSessionGroupEnd;
+    }
+    purlinResult_t e = purlinSessionEnd(comm, stream);
+    if (res == purlinSuccess && e != purlinSuccess) res = e, at = kBenchSessionEnd;
+  }
+  if (failedAt != NULL) *failedAt = at;
+  return res;
+}
+
+/* The time per call of a session of `calls` calls replayed in `graphUs`,
+ * less the session's own cost (`emptyUs`: the same graph with no call). */
+static inline double benchSessionCallUs(double graphUs, double emptyUs, int calls) {
+  return (graphUs - emptyUs) / calls;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Tables, JSON and summary lines                                            */

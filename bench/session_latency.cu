@@ -154,10 +154,19 @@ int main(int argc, char** argv) {
     GPU_CUDA_OK(cudaMalloc(&in[r], maxBytes));
     GPU_CUDA_OK(cudaMalloc(&out[r], maxBytes));
   }
-  const double sessionOnly = replayUs(&R, [&](int r, cudaStream_t s) {
-    GPU_PURLIN_OK(purlinSessionBegin(R.comms[r], s));
-    GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
-  });
+  /* Rank r's part of a session graph: `calls` AllReduces of `count`
+   * elements, each waited for or grouped (benchSession). */
+  auto session = [&](int calls, bool grouped, size_t count) {
+    return [&, calls, grouped, count](int r, cudaStream_t s) {
+      GPU_PURLIN_OK(benchSession(
+          R.comms[r], s, calls, grouped,
+          [&](int) {
+            return purlinAllReduce(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s);
+          },
+          NULL));
+    };
+  };
+  const double sessionOnly = replayUs(&R, session(0, false, 0));
   printf("# a session's own cost per step (begin + end, no call): %.2f us\n", sessionOnly);
   const double node = replayUs(&R, [&](int r, cudaStream_t s) {
     (void)r;
@@ -180,13 +189,8 @@ int main(int argc, char** argv) {
         GPU_PURLIN_OK(purlinAllReduce(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s));
     }) / kCalls;
     for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(out[r], 0xA5, bytes));
-    const double session = (replayUs(&R, [&](int r, cudaStream_t s) {
-                              GPU_PURLIN_OK(purlinSessionBegin(R.comms[r], s));
-                              for (int k = 0; k < kCalls; ++k)
-                                GPU_PURLIN_OK(purlinAllReduce(in[r], out[r], count, purlinBfloat16,
-                                                              purlinSum, R.comms[r], s));
-                              GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
-                            }) - sessionOnly) / kCalls;
+    const double latency =
+        benchSessionCallUs(replayUs(&R, session(kCalls, false, count)), sessionOnly, kCalls);
     long wrong = 0;
     auto check = [&]() {
       std::vector<uint16_t> h(count);
@@ -201,15 +205,8 @@ int main(int argc, char** argv) {
     };
     check();
     for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(out[r], 0xA5, bytes));
-    const double rate = (replayUs(&R, [&](int r, cudaStream_t s) {
-                           GPU_PURLIN_OK(purlinSessionBegin(R.comms[r], s));
-                           GPU_PURLIN_OK(purlinGroupStart());
-                           for (int k = 0; k < kCalls; ++k)
-                             GPU_PURLIN_OK(purlinAllReduce(in[r], out[r], count, purlinBfloat16,
-                                                           purlinSum, R.comms[r], s));
-                           GPU_PURLIN_OK(purlinGroupEnd());
-                           GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
-                         }) - sessionOnly) / kCalls;
+    const double rate =
+        benchSessionCallUs(replayUs(&R, session(kCalls, true, count)), sessionOnly, kCalls);
     check();
     for (int r = 0; r < R.n; ++r) {
       purlinResult_t a = purlinSuccess;
@@ -219,17 +216,12 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    const double ratio = session / eager;
+    const double ratio = latency / eager;
     if (bytes <= 8192) worstSmall = std::max(worstSmall, ratio);
     worstAll = std::max(worstAll, ratio);
     printf("%12zu %10zu %6s %12.2f %12.2f %10.2f %12.2f %10.2f %8ld\n", bytes, count, "bf16",
-           eager, session, ratio, rate, rate / eager, wrong);
-    traceLine(&R, [&](int r, cudaStream_t s) {
-      GPU_PURLIN_OK(purlinSessionBegin(R.comms[r], s));
-      for (int k = 0; k < kCalls; ++k)
-        GPU_PURLIN_OK(purlinAllReduce(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s));
-      GPU_PURLIN_OK(purlinSessionEnd(R.comms[r], s));
-    });
+           eager, latency, ratio, rate, rate / eager, wrong);
+    traceLine(&R, session(kCalls, false, count));
     fflush(stdout);
     if (wrong) return 1;
   }
