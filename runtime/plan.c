@@ -75,12 +75,25 @@ static uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 /* Threads per CTA of an eager latency launch: one packet per thread where
  * PURLIN_LATENCY_MAX_CTAS CTAs allow (AllReduce on the smallest CTAs that
  * hold its packets), CTAs of PURLIN_LATENCY_THREADS otherwise. */
-static int latencyThreads(purlinCollective_t coll, uint64_t maxBlockBytes) {
+static int latencyThreads(purlinCollective_t coll, uint64_t maxBlockBytes, int maxCtas) {
   if (coll != purlinCollAllReduce) return PURLIN_LATENCY_THREADS;
   uint64_t packets = ceilDiv(maxBlockBytes, 8);
   for (int threads = PLAN_LATENCY_MIN_AR_THREADS; threads < PURLIN_LATENCY_THREADS; threads *= 2)
-    if (packets <= (uint64_t)threads * PURLIN_LATENCY_MAX_CTAS) return threads;
+    if (packets <= (uint64_t)threads * (uint64_t)maxCtas) return threads;
   return PURLIN_LATENCY_THREADS;
+}
+
+/* The most CTAs an eager latency call may take: PURLIN_LATENCY_MAX_CTAS,
+ * and, when ranks share a GPU, the GPU's SMs divided among them. Every
+ * rank's CTAs wait for every peer's, so all of them must be resident at
+ * once; one CTA per SM per rank always is, whatever a kernel's occupancy.
+ * (8 ranks of 32 CTAs on one H200 did not all fit when one rank came 2 ms
+ * late, and the others timed out waiting for it: tests/fault delay case.) */
+static int latencyMaxCtas(const purlinPlanFacts_t* f) {
+  int most = PURLIN_LATENCY_MAX_CTAS;
+  if (f->ranksOnDevice > 1 && f->sms > 0 && f->sms / f->ranksOnDevice < most)
+    most = f->sms / f->ranksOnDevice > 0 ? f->sms / f->ranksOnDevice : 1;
+  return most;
 }
 
 /* Threads per CTA of a latency-path call: an eager launch's
@@ -92,7 +105,7 @@ static int latencyThreads(purlinCollective_t coll, uint64_t maxBlockBytes) {
  * idle warps are left out of the routine. */
 static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
                               uint64_t packets) {
-  if (f->executorCtas == 0) return latencyThreads(s->coll, s->maxBlockBytes);
+  if (f->executorCtas == 0) return latencyThreads(s->coll, s->maxBlockBytes, latencyMaxCtas(f));
   const uint64_t warps = ceilDiv(packets, 32) * 32;
   if (s->coll == purlinCollAllReduce && warps <= (uint64_t)f->executorThreads)
     return warps < 32 ? 32 : (int)warps;
@@ -101,7 +114,7 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
 
 static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, purlinPlan_t* p) {
   const int resident = f->executorCtas > 0;
-  const int maxCtas = resident ? f->executorCtas : PURLIN_LATENCY_MAX_CTAS;
+  const int maxCtas = resident ? f->executorCtas : latencyMaxCtas(f);
   const uint64_t packets = ceilDiv(s->maxBlockBytes, 8);
   p->threads = planLatencyThreads(s, f, packets);
   /* Every peer's header needs a thread of its own. */

@@ -110,21 +110,37 @@ int main(void) {
   CHECK_EQ_INT(c.ctas, PURLIN_LATENCY_MAX_CTAS);
   CHECK(c.threads >= 32 && c.threads <= PURLIN_LATENCY_THREADS && c.threads % 32 == 0);
 
+  /* Ranks sharing a GPU share its SMs on the latency path too: 8 ranks on
+   * 132 SMs take at most 16 CTAs each, also when more are forced (every
+   * rank's CTAs must be resident at once). */
+  shape(purlinCollAllReduce, 64, 64);
+  F.forcedCtas = 32;
+  F.forcedPath = purlinPathLatency;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 16);
+  F.ranksOnDevice = 1;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, PURLIN_LATENCY_MAX_CTAS);
+
   /* Tuned latency shape: AllReduce on the smallest CTAs (64, 128, 256
-   * threads) that hold a packet per thread in PURLIN_LATENCY_MAX_CTAS,
-   * as many CTAs as its packets need, never fewer threads than ranks; the
-   * small-AllReduce routine while a packet per thread fits, 8 ranks or
-   * fewer, 8-byte aligned buffers. Other collectives: CTAs of
+   * threads) that hold a packet per thread in the CTAs it may take
+   * (PURLIN_LATENCY_MAX_CTAS, or the GPU's SMs divided among the ranks on
+   * it), as many CTAs as its packets need, never fewer threads than
+   * ranks; the small-AllReduce routine while a packet per thread fits, 8
+   * ranks or fewer, 8-byte aligned buffers. Other collectives: CTAs of
    * PURLIN_LATENCY_THREADS. */
+  for (int onDevice = 1; onDevice <= 8; onDevice *= 8)
   for (uint64_t b = 0; b <= ((uint64_t)256 << 10); b = b ? 2 * b : 8) {
     shape(purlinCollAllReduce, b, b);
+    F.ranksOnDevice = onDevice;
+    const uint64_t most = onDevice == 1 ? PURLIN_LATENCY_MAX_CTAS : 132 / 8;
     CHECK_EQ_INT(plan(&c), purlinSuccess);
     CHECK_EQ_INT(c.path, purlinPathLatency);
     uint64_t packets = (b + 7) / 8;
-    int want = packets <= 64 * 32 ? 64 : packets <= 128 * 32 ? 128 : 256;
+    int want = packets <= 64 * most ? 64 : packets <= 128 * most ? 128 : 256;
     CHECK_EQ_INT(c.threads, want);
     uint64_t ctas = (packets + want - 1) / want;
-    CHECK_EQ_INT(c.ctas, ctas < 1 ? 1 : ctas > 32 ? 32 : ctas);
+    CHECK_EQ_INT(c.ctas, ctas < 1 ? 1 : ctas > most ? (int)most : (int)ctas);
     CHECK((uint64_t)c.ctas * c.threads >= (uint64_t)S.nranks);
     CHECK_EQ_INT(c.smallAllReduce, packets <= (uint64_t)c.ctas * c.threads);
     S.aligned8 = 0;
