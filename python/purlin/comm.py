@@ -81,6 +81,7 @@ class Communicator:
         self._rank = _query(handle, "purlinCommUserRank")
         self._nranks = _query(handle, "purlinCommCount")
         self._device = _query(handle, "purlinCommCuDevice")
+        self._empty = None
 
     @classmethod
     def _unbound(cls, nranks, rank, device):
@@ -90,6 +91,7 @@ class Communicator:
         self = cls.__new__(cls)
         self._handle, self._rank, self._nranks, self._device = None, rank, nranks, device
         self._live = True
+        self._empty = None
         return self
 
     # --- identity and lifetime -------------------------------------------
@@ -277,6 +279,30 @@ class Communicator:
                 Result.INVALID_ARGUMENT,
                 "%s: counts on the device are not known to the host, so out= is required" % fn)
 
+    def _ptrs(self, fn, inp, out, counts):
+        if counts.values is not None:
+            return inp.ptr, out.ptr
+        return self._unsized_ptr(fn, inp), self._unsized_ptr(fn, out)
+
+    def _unsized_ptr(self, fn, buf):
+        """The pointer to pass for a buffer of a call whose counts are on the
+        device. purlin.h refuses NULL there (the host cannot tell an empty
+        block from a missing buffer), and an empty torch tensor's pointer is
+        0: it stands in a small device buffer of this rank, which the GPU
+        never reads when the counts say the block is empty."""
+        if buf.ptr:
+            return buf.ptr
+        if self._empty is None:
+            try:
+                import torch
+            except ImportError:
+                raise InvalidArgumentError(
+                    Result.INVALID_ARGUMENT,
+                    "%s: an empty buffer (pointer 0) with counts on the device: pass a device "
+                    "buffer (any, for an empty block)" % fn) from None
+            self._empty = torch.empty(256, dtype=torch.uint8, device="cuda:%d" % self._device)
+        return self._empty.data_ptr()
+
     def all_gather_v(self, input, counts, out=None, stream=None):
         """Rank r sends counts[r] elements; out receives the blocks of ranks
         0..n-1 packed in order. counts: n ints, or a CUDA int64 tensor of n
@@ -294,7 +320,7 @@ class Communicator:
                         fn, inp.numel, self._rank, c.values[self._rank]))
             total = sum(c.values)
             o, alloc = self._output(fn, out, inp, total, (total,))
-        return self._launch(fn, "purlinAllGatherV", (inp.ptr, o.ptr, c.ptr, inp.dtype),
+        return self._launch(fn, "purlinAllGatherV", (*self._ptrs(fn, inp, o, c), c.ptr, inp.dtype),
                             inp, o, alloc, stream)
 
     def reduce_scatter_v(self, input, counts, out=None, op=RedOp.SUM, stream=None):
@@ -317,7 +343,8 @@ class Communicator:
             mine = c.values[self._rank]
             o, alloc = self._output(fn, out, inp, mine, (mine,))
         r = reduce_op(op, fn)
-        return self._launch(fn, "purlinReduceScatterV", (inp.ptr, o.ptr, c.ptr, inp.dtype, r),
+        return self._launch(fn, "purlinReduceScatterV",
+                            (*self._ptrs(fn, inp, o, c), c.ptr, inp.dtype, r),
                             inp, o, alloc, stream)
 
     def all_to_all_v(self, input, counts, out=None, stream=None):
@@ -340,7 +367,7 @@ class Communicator:
                     "%s: input has %d elements but row %d of counts adds up to %d" % (
                         fn, inp.numel, self._rank, send))
             o, alloc = self._output(fn, out, inp, recv, (recv,))
-        return self._launch(fn, "purlinAllToAllV", (inp.ptr, o.ptr, c.ptr, inp.dtype),
+        return self._launch(fn, "purlinAllToAllV", (*self._ptrs(fn, inp, o, c), c.ptr, inp.dtype),
                             inp, o, alloc, stream)
 
     def _output_unsized(self, fn, out, inp):

@@ -387,17 +387,23 @@ class SessionTest(unittest.TestCase):
                 main = torch.cuda.current_stream()
                 for s in group.streams:
                     s.wait_stream(main)
-                for c, s in zip(group.comms, group.streams):
-                    c.session_begin(s)
-                if use_group:
-                    with purlin.group():
+                begun = []
+                try:
+                    for c, s in zip(group.comms, group.streams):
+                        c.session_begin(s)
+                        begun.append((c, s))
+                    if use_group:
+                        with purlin.group():
+                            for r, (c, s) in enumerate(zip(group.comms, group.streams)):
+                                body(r, c, s)
+                    else:
                         for r, (c, s) in enumerate(zip(group.comms, group.streams)):
                             body(r, c, s)
-                else:
-                    for r, (c, s) in enumerate(zip(group.comms, group.streams)):
-                        body(r, c, s)
-                for c, s in zip(group.comms, group.streams):
-                    c.session_end(s)
+                finally:
+                    # Ended whatever happened, so that the group can be
+                    # destroyed and the next test starts clean.
+                    for c, s in begun:
+                        c.session_end(s)
                 torch.cuda.synchronize()
                 for case in cs:
                     case.check()

@@ -530,16 +530,31 @@ static unsigned long long delayedAllReduce(World* w, size_t count, uint64_t seed
   return badElems(w, w->out, count, seed);
 }
 
-static void wrapCase(int n, int path) {
-  const char* pathName = path == purlinPathLatency ? "latency" : "throughput";
+/* Across each wrap point the calls before it move a quarter of the
+ * elements of those after, so the calls at and after it also read packets
+ * and slots nothing wrote since the counters were set (a never-written
+ * packet read as ready at epoch 2^32 before). The throughput path runs
+ * staged (PURLIN_DIRECT=0: every byte through READY/CONSUMED flags) and
+ * direct. */
+static void wrapCase(int n, int path, bool staged) {
+  const char* pathName =
+      path == purlinPathLatency ? "latency" : staged ? "throughput staged" : "throughput direct";
   const size_t count = path == purlinPathLatency ? 2048 : (size_t)1 << 20;
+  if (staged) setenv("PURLIN_DIRECT", "0", 1);
   World w = makeWorld(n, path, count);
+  /* Read at each communicator's first call. */
+  for (int r = 0; r < n; ++r)
+    GPU_PURLIN_OK(purlinAllReduce(w.in[r], w.out[r], 16, purlinInt32, purlinSum, w.comms[r],
+                                  w.a[r]));
+  GPU_CUDA_OK(cudaDeviceSynchronize());
+  if (staged) unsetenv("PURLIN_DIRECT");
   const uint64_t points[] = {(uint64_t)1 << 30, (uint64_t)1 << 31, (uint64_t)1 << 32,
                              (uint64_t)3 << 32, 0};
   for (uint64_t p : points) {
     setNextEpoch(&w, p - 3, true); /* for 0: 2^64 - 3 */
     unsigned long long bad = 0;
-    for (int k = 0; k < 6; ++k) bad += delayedAllReduce(&w, count, 100 + k, k % n);
+    for (int k = 0; k < 6; ++k)
+      bad += delayedAllReduce(&w, k < 3 ? count / 4 : count, 100 + k, k % n);
     char what[96];
     snprintf(what, sizeof what, "wrap %d ranks %s across epoch %s%llu", n, pathName,
              p == 0 ? "2^64 = " : "", (unsigned long long)p);
@@ -602,6 +617,11 @@ static void staleCase(void) {
   std::vector<purlinComm_t> kept = old.comms;
   destroyWorld(&old);
   World w = makeWorld(n, purlinPathAuto, 1024);
+  /* A new handle never equals a destroyed one (the allocator hands the
+   * same memory back; the old registry compared addresses). */
+  int reused = 0;
+  for (int r = 0; r < n; ++r)
+    for (int q = 0; q < n; ++q) reused += w.comms[r] == kept[q];
   int refused = 0, calls = 0;
   for (int r = 0; r < n; ++r) {
     int count = 0;
@@ -621,8 +641,10 @@ static void staleCase(void) {
     refused += purlinCommCount((purlinComm_t)v, &count) == purlinInvalidArgument;
   }
   const bool works = allReduceWorks(&w, 1024, 5);
-  printf("stale handles: %d of %d calls refused; the new group works: %s\n", refused, calls,
-         works ? "yes" : "NO");
+  printf("stale handles: %d of %d new handles equal a destroyed one; %d of %d calls refused; the "
+         "new group works: %s\n",
+         reused, n, refused, calls, works ? "yes" : "NO");
+  CHECK(reused == 0);
   CHECK(refused == calls);
   CHECK(works);
   destroyWorld(&w);
@@ -734,8 +756,9 @@ int main(void) {
   }
   if (wanted("wrap")) {
     for (int n : {2, 8}) {
-      wrapCase(n, purlinPathLatency);
-      wrapCase(n, purlinPathThroughput);
+      wrapCase(n, purlinPathLatency, false);
+      wrapCase(n, purlinPathThroughput, true);
+      wrapCase(n, purlinPathThroughput, false);
     }
   }
   if (wanted("scrub")) {

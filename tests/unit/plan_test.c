@@ -105,6 +105,7 @@ int main(void) {
   CHECK_EQ_INT(c.ctas, PURLIN_THROUGHPUT_MAX_CTAS);
   shape(purlinCollAllReduce, 64, 64);
   F.forcedCtas = 32;
+  F.ranksOnDevice = 1;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.path, purlinPathLatency);
   CHECK_EQ_INT(c.ctas, PURLIN_LATENCY_MAX_CTAS);
