@@ -23,6 +23,8 @@
 #include "runtime/cudawrap.h"
 #include "runtime/launch_env.h"
 #include "runtime/platform.h"
+#include "snac/latency.h"
+#include "snac/throughput.h"
 
 PURLIN_STATIC_ASSERT(PURLIN_MAX_RANKS == PURLIN_DEV_MAX_RANKS,
                      "purlin.h and snac/dev_comm.h disagree on the rank limit");
@@ -188,6 +190,23 @@ int purlinCommFailed(struct purlinComm* comm) {
 static purlinResult_t commFail(struct purlinComm* comm, purlinResult_t res) {
   purlinCommSetLastError(comm, purlinThreadLastError());
   return res;
+}
+
+/* Loads every eager kernel on `device` (the current device), for a process
+ * that drives several ranks on it: the ranks' calls are made one after
+ * another, each kernel waiting on the device for its peers', and a kernel
+ * CUDA loads at its first launch waits for the kernels resident then
+ * (DESIGN.md section 5) -- the first AllReduce max after an AllReduce sum
+ * waited for that sum, which waited for peers not yet launched, until the
+ * timeout (python/examples/quickstart.py --ranks 8). */
+static purlinResult_t preloadEager(int device) {
+  int major = 0;
+  PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  PURLIN_CUDA_CHECK(purlinLatencyPreload());
+  PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomGeneric));
+  if (major >= 8) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomAmpere));
+  if (major >= 9) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomHopper));
+  return purlinSuccess;
 }
 
 /* A new communicator's own state beside what its creator fills. */
@@ -405,6 +424,18 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
     made[r]->config = cfg;
     made[r]->layout = layout;
     made[r]->devComm = (purlinDevComm_t*)(uintptr_t)group->heaps[r].base;
+  }
+  /* Every GPU that holds two ranks or more gets its eager kernels loaded. */
+  for (int r = 0; r < nranks; ++r) {
+    int first = 1, shared = 0;
+    for (int q = 0; q < nranks; ++q) {
+      if (placement[q] != placement[r]) continue;
+      if (q < r) first = 0;
+      if (q != r) shared = 1;
+    }
+    if (!first || !shared) continue;
+    PURLIN_CUDA_CHECK_GOTO(cudaSetDevice(placement[r]), res, fail);
+    PURLIN_CHECK_GOTO(preloadEager(placement[r]), res, fail);
   }
   PURLIN_CUDA_CHECK_GOTO(cudaSetDevice(prevDevice), res, fail);
 

@@ -83,6 +83,31 @@ struct LatencyLaunch {
 };
 }  // namespace
 
+namespace {
+struct LatencyPreload {
+  cudaError_t err;
+  template <purlinDataType_t D, purlinRedOp_t O>
+  void run() {
+    keep((const void*)purlinLatencyAllReduceKernel<D, O>);
+    keep((const void*)purlinLatencyKernel<true, D, O>);
+  }
+  void keep(const void* k) {
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, k);
+    if (e != cudaSuccess && err == cudaSuccess) err = e;
+  }
+};
+}  // namespace
+
+extern "C" cudaError_t purlinLatencyPreload(void) {
+  LatencyPreload l = {cudaSuccess};
+  for (int d = 0; d < purlinNumDataTypes; ++d)
+    for (int o = 0; o < purlinNumRedOps; ++o)
+      purlinDispatchDtypeOp((purlinDataType_t)d, (purlinRedOp_t)o, l);
+  l.keep((const void*)purlinLatencyKernel<false, purlinFloat32, purlinSum>);
+  return l.err;
+}
+
 extern "C" cudaError_t purlinLatencyLaunch(const purlinLatencyArgs_t* args,
                                            const uint64_t* hostCounts, int ctas, int threads,
                                            int smallAllReduce, cudaStream_t stream) {

@@ -87,6 +87,10 @@ uint64_t purlinLatencyMaxBlockBytes(const purlinLayout_t* layout, const uint64_t
 cudaError_t purlinLatencyLaunch(const purlinLatencyArgs_t* args, const uint64_t* hostCounts,
                                 int ctas, int threads, int smallAllReduce, cudaStream_t stream);
 
+/* Loads every eager latency kernel on the current device, so that no later
+ * launch loads one (see purlinThroughputPreload). Not stream-ordered. */
+cudaError_t purlinLatencyPreload(void);
+
 #ifdef __cplusplus
 }
 #endif

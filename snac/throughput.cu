@@ -13,6 +13,18 @@ cudaError_t purlinThroughputLaunchAmpere(const SnacThroughputParams* p, int ctas
                                          cudaStream_t stream);
 cudaError_t purlinThroughputLaunchHopper(const SnacThroughputParams* p, int ctas,
                                          cudaStream_t stream);
+cudaError_t purlinThroughputPreloadGeneric(void);
+cudaError_t purlinThroughputPreloadAmpere(void);
+cudaError_t purlinThroughputPreloadHopper(void);
+
+extern "C" cudaError_t purlinThroughputPreload(purlinAtomKind_t atom) {
+  switch (atom) {
+    case purlinAtomGeneric: return purlinThroughputPreloadGeneric();
+    case purlinAtomAmpere: return purlinThroughputPreloadAmpere();
+    case purlinAtomHopper: return purlinThroughputPreloadHopper();
+    default: return cudaErrorInvalidValue;
+  }
+}
 
 extern "C" uint64_t purlinThroughputDescriptor(const purlinLayout_t* layout,
                                                const uint64_t* hostCounts,

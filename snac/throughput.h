@@ -141,6 +141,13 @@ PURLIN_THROUGHPUT_HD void purlinThroughputArgsFromDesc(const purlinCollDesc_t* d
 cudaError_t purlinThroughputLaunch(const purlinThroughputArgs_t* args, const uint64_t* hostCounts,
                                    int ctas, purlinAtomKind_t atom, cudaStream_t stream);
 
+/* Loads every eager throughput kernel of Atom `atom` on the current device
+ * and sets its shared memory, so that no later launch loads one (a kernel
+ * loaded at its first launch waits for the kernels resident then: with
+ * several ranks of one process on a GPU, peers' collectives waiting for
+ * this rank). Not stream-ordered. */
+cudaError_t purlinThroughputPreload(purlinAtomKind_t atom);
+
 #ifdef __cplusplus
 }
 #endif

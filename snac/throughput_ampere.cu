@@ -8,3 +8,5 @@ cudaError_t purlinThroughputLaunchAmpere(const SnacThroughputParams* p, int ctas
                                        cudaStream_t stream) {
   return purlinThroughputLaunchWith<purlinAtomAmpereT>(p, ctas, stream);
 }
+
+cudaError_t purlinThroughputPreloadAmpere(void) { return purlinThroughputPreloadWith<purlinAtomAmpereT>(); }

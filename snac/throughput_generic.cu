@@ -8,3 +8,5 @@ cudaError_t purlinThroughputLaunchGeneric(const SnacThroughputParams* p, int cta
                                        cudaStream_t stream) {
   return purlinThroughputLaunchWith<purlinAtomGenericT>(p, ctas, stream);
 }
+
+cudaError_t purlinThroughputPreloadGeneric(void) { return purlinThroughputPreloadWith<purlinAtomGenericT>(); }

@@ -8,3 +8,5 @@ cudaError_t purlinThroughputLaunchHopper(const SnacThroughputParams* p, int ctas
                                        cudaStream_t stream) {
   return purlinThroughputLaunchWith<purlinAtomHopperT>(p, ctas, stream);
 }
+
+cudaError_t purlinThroughputPreloadHopper(void) { return purlinThroughputPreloadWith<purlinAtomHopperT>(); }

@@ -48,6 +48,26 @@ struct ThroughputKernelSetup {
 template <typename A, bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
 unsigned long long ThroughputKernelSetup<A, REDUCE, D, O>::devices = 0;
 
+/* Sets kernel <A, R, D, O>'s shared-memory attribute on the current device
+ * once (ThroughputKernelSetup), which also loads it there. */
+template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
+static cudaError_t throughputKernelSetup(void) {
+  void (*k)(const SnacThroughputParams) = purlinThroughputKernel<A, R, D, O>;
+  if (A::smemBytes == 0) return cudaSuccess;
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> set(
+      ThroughputKernelSetup<A, R, D, O>::devices);
+  const unsigned long long bit = dev < 64 ? 1ull << dev : 0ull;
+  if (bit == 0 || (set.load(cuda::memory_order_acquire) & bit) == 0) {
+    err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, A::smemBytes);
+    if (err != cudaSuccess) return err;
+    set.fetch_or(bit, cuda::memory_order_release);
+  }
+  return cudaSuccess;
+}
+
 template <typename A>
 struct ThroughputLaunch {
   const SnacThroughputParams* p;
@@ -61,24 +81,42 @@ struct ThroughputLaunch {
   }
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   void go() {
-    void (*k)(const SnacThroughputParams) = purlinThroughputKernel<A, R, D, O>;
-    if (A::smemBytes > 0) {
-      int dev = 0;
-      err = cudaGetDevice(&dev);
-      if (err != cudaSuccess) return;
-      cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> set(
-          ThroughputKernelSetup<A, R, D, O>::devices);
-      const unsigned long long bit = dev < 64 ? 1ull << dev : 0ull;
-      if (bit == 0 || (set.load(cuda::memory_order_acquire) & bit) == 0) {
-        err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, A::smemBytes);
-        if (err != cudaSuccess) return;
-        set.fetch_or(bit, cuda::memory_order_release);
-      }
-    }
-    k<<<ctas, PURLIN_THROUGHPUT_THREADS, A::smemBytes, stream>>>(*p);
+    err = throughputKernelSetup<A, R, D, O>();
+    if (err != cudaSuccess) return;
+    purlinThroughputKernel<A, R, D, O><<<ctas, PURLIN_THROUGHPUT_THREADS, A::smemBytes, stream>>>(
+        *p);
     err = cudaGetLastError();
   }
 };
+
+/* Loads every kernel of Atom A on the current device (and sets its shared
+ * memory), so that no first launch loads one later: a kernel loaded at its
+ * first launch waits for the kernels resident then, and with several ranks
+ * on one GPU those can be peers' collectives waiting for this one. */
+template <typename A>
+struct ThroughputPreload {
+  cudaError_t err;
+  template <purlinDataType_t D, purlinRedOp_t O>
+  void run() {
+    keep(throughputKernelSetup<A, true, D, O>(), (const void*)purlinThroughputKernel<A, true, D, O>);
+  }
+  void keep(cudaError_t setup, const void* k) {
+    cudaFuncAttributes a;
+    cudaError_t e = setup != cudaSuccess ? setup : cudaFuncGetAttributes(&a, k);
+    if (e != cudaSuccess && err == cudaSuccess) err = e;
+  }
+};
+
+template <typename A>
+static cudaError_t purlinThroughputPreloadWith(void) {
+  ThroughputPreload<A> l = {cudaSuccess};
+  for (int d = 0; d < purlinNumDataTypes; ++d)
+    for (int o = 0; o < purlinNumRedOps; ++o)
+      purlinDispatchDtypeOp((purlinDataType_t)d, (purlinRedOp_t)o, l);
+  l.keep(throughputKernelSetup<A, false, purlinFloat32, purlinSum>(),
+         (const void*)purlinThroughputKernel<A, false, purlinFloat32, purlinSum>);
+  return l.err;
+}
 
 template <typename A>
 static cudaError_t purlinThroughputLaunchWith(const SnacThroughputParams* p, int ctas,

@@ -28,10 +28,15 @@ import torch  # noqa: E402
 import purlin  # noqa: E402
 
 
-def one_rank(comm, stream):
-    """Every rank contributes rank + 1; returns its two outputs."""
+def make_input(comm, stream):
+    """Every rank contributes rank + 1."""
     with torch.cuda.stream(stream):
-        x = torch.full((1024,), float(comm.rank + 1), device="cuda:%d" % comm.device)
+        return torch.full((1024,), float(comm.rank + 1), device="cuda:%d" % comm.device)
+
+
+def one_rank(comm, stream, x):
+    """The collectives of one rank; returns its outputs."""
+    with torch.cuda.stream(stream):
         total = comm.all_reduce(x, stream=stream)          # out of place, allocated
         comm.all_reduce(x, out=x, op=purlin.MAX, stream=stream)  # in place
         gathered = comm.all_gather(x[:4], stream=stream)   # 4 per rank
@@ -60,7 +65,7 @@ def per_process(args):
     with comm:
         torch.cuda.set_device(comm.device)
         stream = torch.cuda.current_stream()
-        total, x, gathered = one_rank(comm, stream)
+        total, x, gathered = one_rank(comm, stream, make_input(comm, stream))
         torch.cuda.synchronize()
         check(comm, total, x, gathered)
         print("rank %d of %d on cuda:%d: all_reduce sum %.0f, max %.0f, all_gather %s" % (
@@ -73,7 +78,13 @@ def in_process(args):
         streams = [torch.cuda.Stream(device=args.device) for _ in comms]
         # Issued one rank after another from this thread; each rank's kernel
         # waits on the device for its peers, so each needs its own stream.
-        results = [one_rank(c, s) for c, s in zip(comms, streams)]
+        # The inputs are made first: a kernel that CUDA loads at its first
+        # launch (torch's fill, here) waits for the kernels resident then,
+        # and a peer's collective waiting for this rank would be one
+        # (README: several ranks on one GPU).
+        xs = [make_input(c, s) for c, s in zip(comms, streams)]
+        torch.cuda.synchronize()
+        results = [one_rank(c, s, x) for c, s, x in zip(comms, streams, xs)]
         torch.cuda.synchronize()
         for c, (total, x, gathered) in zip(comms, results):
             check(c, total, x, gathered)
