@@ -919,11 +919,15 @@ static purlinResult_t commRelease(purlinComm_t handle, int abort, const char* fn
                group->nranks);
     }
   }
-  int last = --group->liveRanks == 0;
   pthread_mutex_unlock(&registryLock);
   /* Calls other threads are making on it finish first (they take the
-   * registry lock at most briefly, so it is not held here). */
+   * registry lock at most briefly, so it is not held here). Only then does
+   * this rank stop counting in its group: the rank released last frees the
+   * group, which calls inside another rank's handle still read. */
   while (__atomic_load_n(&slot->busy, __ATOMIC_SEQ_CST) != 0) sched_yield();
+  pthread_mutex_lock(&registryLock);
+  int last = --group->liveRanks == 0;
+  pthread_mutex_unlock(&registryLock);
 
   /* An aborted session's megakernel leaves its loop once it sees the abort
    * word (microseconds); wait for it before its memory can go (a launched

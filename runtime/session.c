@@ -115,12 +115,21 @@ static _Thread_local purlinComm_t groupComms[PURLIN_GROUP_MAX_COMMS];
 static int groupDefers(purlinComm_t comm, cudaStream_t stream) {
   purlinSession_t* s = &comm->session;
   if (groupDepth == 0) return 0;
+  /* The group's deferred calls keep to one world (outside captures, or
+   * one capture): the waits of groupFlush cannot cross captures. */
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long world = 0;
+  if (cudaStreamGetCaptureInfo(stream, &status, &world, NULL, NULL, NULL, NULL) != cudaSuccess)
+    return 0;
+  if (status != cudaStreamCaptureStatusActive) world = 0;
   if (!s->inGroup) {
     if (groupCount == PURLIN_GROUP_MAX_COMMS) return 0;
     groupComms[groupCount++] = comm->handle;
     s->inGroup = 1;
     s->groupStreams = 0;
+    s->groupWorld = world;
   }
+  if (world != s->groupWorld) return 0;
   for (int i = 0; i < s->groupStreams; ++i)
     if (s->groupStream[i] == stream) return 1;
   if (s->groupStreams == PURLIN_SESSION_GROUP_STREAMS) return 0;
@@ -141,7 +150,12 @@ static purlinResult_t groupFlush(purlinComm_t comm) {
   int prev = -1;
   PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
-  cudaStream_t last = purlinOrderLast(&comm->order);
+  /* The group's calls were made in one world (outside captures, or one
+   * capture); the last of them is that world's record. */
+  const purlinOrderLast_t* rec = purlinOrderLastOf(&comm->order, s->groupStream[0]);
+  if (rec == NULL) goto out;
+  cudaStream_t last = rec->handle;
+  const unsigned long long world = rec->capture;
   PURLIN_CHECK_GOTO(purlinOrderBefore(&comm->order, last), res, out);
   cudaError_t err = purlinNodeWaitAll(comm->devComm, last);
   if (err != cudaSuccess) {
@@ -149,10 +163,19 @@ static purlinResult_t groupFlush(purlinComm_t comm) {
     goto out;
   }
   PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, last), res, out);
-  for (int i = 0; i < s->groupStreams; ++i)
-    if (s->groupStream[i] != last)
-      PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->groupStream[i], comm->order.event, 0), res,
-                             out);
+  for (int i = 0; i < s->groupStreams; ++i) {
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (s->groupStream[i] == last) continue;
+    PURLIN_CUDA_CHECK_GOTO(
+        cudaStreamGetCaptureInfo(s->groupStream[i], &status, &id, NULL, NULL, NULL, NULL), res,
+        out);
+    if (status != cudaStreamCaptureStatusActive) id = 0;
+    /* groupDefers keeps to one world, so this holds; a wait across
+     * captures would be refused by CUDA. */
+    if (id != world) continue;
+    PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->groupStream[i], rec->event, 0), res, out);
+  }
 out:
   s->groupStreams = 0;
   if (prev != comm->device) cudaSetDevice(prev);

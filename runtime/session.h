@@ -41,6 +41,7 @@ typedef struct purlinSession_t {
    * and the streams they were made on: purlinGroupEnd waits on each. */
   int inGroup;
   int groupStreams;
+  unsigned long long groupWorld; /* the capture the group's calls are in, 0 for none */
   cudaStream_t groupStream[PURLIN_SESSION_GROUP_STREAMS];
 } purlinSession_t;
 

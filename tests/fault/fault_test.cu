@@ -9,6 +9,10 @@
  *            AllReduces alternate between them, eager and in a captured
  *            graph, both paths. Before runtime/order.c the first round timed
  *            out (both calls took one epoch).
+ *            Then: an uncaptured call, a call captured on another stream,
+ *            and an uncaptured call on a third stream while the first
+ *            still waits for a late rank: the third is ordered after the
+ *            first (a capture in between once made it forget the first).
  *   procs    Ranks of separate groups, as separate processes have them: two
  *            threads of this process each purlinCommInitRank one rank on
  *            this GPU, so each has its own error record and abort word, and
@@ -260,6 +264,47 @@ static void streamsCase(int n, int path, size_t count, bool captured) {
   CHECK(bad == 0);
   for (int r = 0; r < n; ++r)
     if (exec[r] != NULL) cudaGraphExecDestroy(exec[r]);
+  destroyWorld(&w);
+}
+
+/* An uncaptured AllReduce on stream a (rank 0 late, so the others' wait),
+ * one captured on stream b (never launched), then an uncaptured one on a
+ * fresh stream c: c's must wait for a's, whatever the capture between. */
+static void streamsAroundCaptureCase(int n, size_t count) {
+  World w = makeWorld(n, purlinPathLatency, count);
+  std::vector<cudaStream_t> c(n);
+  for (int r = 0; r < n; ++r) {
+    GPU_CUDA_OK(cudaStreamCreateWithFlags(&c[r], cudaStreamNonBlocking));
+    fillKernel<<<64, 256>>>(w.in[r], count, 31, r);
+    fillKernel<<<64, 256>>>(w.in2[r], count, 32, r);
+  }
+  GPU_CUDA_OK(cudaDeviceSynchronize());
+  spinKernel<<<1, 32, 0, w.a[0]>>>(2000000);
+  for (int r = 0; r < n; ++r)
+    GPU_PURLIN_OK(purlinAllReduce(w.in[r], w.out[r], count, purlinInt32, purlinSum, w.comms[r],
+                                  w.a[r]));
+  std::vector<cudaGraph_t> graphs(n);
+  for (int r = 0; r < n; ++r) {
+    GPU_CUDA_OK(cudaStreamBeginCapture(w.b[r], cudaStreamCaptureModeThreadLocal));
+    GPU_PURLIN_OK(purlinAllReduce(w.in2[r], w.out2[r], count, purlinInt32, purlinSum,
+                                  w.comms[r], w.b[r]));
+    GPU_CUDA_OK(cudaStreamEndCapture(w.b[r], &graphs[r]));
+  }
+  for (int r = 0; r < n; ++r)
+    GPU_PURLIN_OK(purlinAllReduce(w.in2[r], w.out2[r], count, purlinInt32, purlinSum,
+                                  w.comms[r], c[r]));
+  GPU_CUDA_OK(cudaDeviceSynchronize());
+  bool healthy = worldHealthy(&w, "streams around a capture");
+  unsigned long long bad = badElems(&w, w.out, count, 31) + badElems(&w, w.out2, count, 32);
+  printf("streams %d ranks: uncaptured, captured, uncaptured on a third stream: healthy %s, "
+         "wrong elements %llu\n",
+         n, healthy ? "yes" : "no", bad);
+  CHECK(healthy);
+  CHECK(bad == 0);
+  for (int r = 0; r < n; ++r) {
+    cudaGraphDestroy(graphs[r]);
+    cudaStreamDestroy(c[r]);
+  }
   destroyWorld(&w);
 }
 
@@ -741,6 +786,7 @@ int main(void) {
       streamsCase(n, purlinPathThroughput, (size_t)1 << 20, false);
       streamsCase(n, purlinPathLatency, 1024, true);
       streamsCase(n, purlinPathThroughput, (size_t)1 << 20, true);
+      streamsAroundCaptureCase(n, 1024);
     }
   }
   if (wanted("procs")) {
