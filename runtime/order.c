@@ -3,6 +3,7 @@
  */
 #include "runtime/order.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "runtime/errors.h"
@@ -45,7 +46,12 @@ purlinResult_t purlinOrderBefore(purlinOrder_t* o, cudaStream_t stream) {
   PURLIN_CHECK(makeEvent(&o->eager.event));
   PURLIN_CHECK(makeEvent(&o->captured.event));
   PURLIN_CHECK(captureOf(stream, &o->nextCapture));
-  PURLIN_CUDA_CHECK(cudaStreamGetId(stream, &o->nextStream));
+  /* CUDA refuses cudaStreamGetId on a capturing stream; inside a capture
+   * the handle serves (a capture's streams live until it ends). */
+  if (o->nextCapture != 0)
+    o->nextStream = (unsigned long long)(uintptr_t)stream;
+  else
+    PURLIN_CUDA_CHECK(cudaStreamGetId(stream, &o->nextStream));
   const purlinOrderLast_t* last = worldOf(o, o->nextCapture);
   if (last != NULL && last->valid && last->stream != o->nextStream)
     PURLIN_CUDA_CHECK(cudaStreamWaitEvent(stream, last->event, 0));

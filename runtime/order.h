@@ -8,9 +8,11 @@
  * Each call waits for the communicator's previous call when that was on
  * another stream, and records an event after itself: on the host a few
  * hundred nanoseconds, in a CUDA Graph capture only an edge (no node).
- * Streams are told apart by CUDA's stream id, not by handle, so a destroyed
- * stream's handle reused by a new one, and cudaStreamPerThread of two
- * threads, are different streams. Calls outside captures are ordered
+ * Outside captures streams are told apart by CUDA's stream id, not by
+ * handle, so a destroyed stream's handle reused by a new one, and
+ * cudaStreamPerThread of two threads, are different streams (inside a
+ * capture, where CUDA refuses the id, by handle: its streams live until it
+ * ends). Calls outside captures are ordered
  * among themselves, and so are the calls of one capture: a capture keeps
  * its own record, so a capture between two uncaptured calls does not break
  * their order. CUDA refuses waits across captures, so a call in a capture
@@ -32,7 +34,7 @@ extern "C" {
 /* The last call of one world: outside captures, or of one capture. */
 typedef struct purlinOrderLast_t {
   cudaEvent_t event;          /* recorded after that call */
-  unsigned long long stream;  /* its stream's id (cudaStreamGetId) */
+  unsigned long long stream;  /* its stream's id (cudaStreamGetId; in a capture, its handle) */
   cudaStream_t handle;        /* its stream, for groups' waits (session.c) */
   unsigned long long capture; /* the capture's id; 0 for the uncaptured record */
   int valid;
