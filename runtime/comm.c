@@ -116,18 +116,31 @@ static HandleSlot* handleSlot(purlinComm_t handle, uint32_t* gen) {
   return slotAt((int)i);
 }
 
+/* Counts a call into the slot `handle` names and returns its communicator,
+ * or NULL (nothing counted, no error text) when it names no live one. */
+static struct purlinComm* handleEnter(purlinComm_t handle) {
+  uint32_t gen = 0;
+  HandleSlot* s = handle != NULL ? handleSlot(handle, &gen) : NULL;
+  struct purlinComm* c = NULL;
+  if (s == NULL) return NULL;
+  __atomic_fetch_add(&s->busy, 1u, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&s->gen, __ATOMIC_SEQ_CST) == gen)
+    c = __atomic_load_n(&s->comm, __ATOMIC_SEQ_CST);
+  if (c == NULL) __atomic_fetch_sub(&s->busy, 1u, __ATOMIC_SEQ_CST);
+  return c;
+}
+
+/* Takes a slot from every new caller: its generation moves on. With the
+ * registry lock held; callers inside still count in `busy`. */
+static void handleRetireLocked(HandleSlot* s) {
+  __atomic_store_n(&s->comm, (struct purlinComm*)NULL, __ATOMIC_SEQ_CST);
+  __atomic_fetch_add(&s->gen, 1u, __ATOMIC_SEQ_CST);
+}
+
 purlinResult_t purlinCommEnter(purlinComm_t handle, const char* fn, struct purlinComm** comm) {
   *comm = NULL;
   PURLIN_RETURN_IF(handle == NULL, purlinInvalidArgument, "%s: comm is NULL", fn);
-  uint32_t gen = 0;
-  HandleSlot* s = handleSlot(handle, &gen);
-  struct purlinComm* c = NULL;
-  if (s != NULL) {
-    __atomic_fetch_add(&s->busy, 1u, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&s->gen, __ATOMIC_SEQ_CST) == gen)
-      c = __atomic_load_n(&s->comm, __ATOMIC_SEQ_CST);
-    if (c == NULL) __atomic_fetch_sub(&s->busy, 1u, __ATOMIC_SEQ_CST);
-  }
+  struct purlinComm* c = handleEnter(handle);
   PURLIN_RETURN_IF(c == NULL, purlinInvalidArgument,
                    "%s: comm %p is not a live communicator (already destroyed or aborted, or "
                    "never created by purlin)",
@@ -138,17 +151,6 @@ purlinResult_t purlinCommEnter(purlinComm_t handle, const char* fn, struct purli
 
 void purlinCommLeave(struct purlinComm* comm) {
   if (comm != NULL) __atomic_fetch_sub(&slotMade(comm->slot)->busy, 1u, __ATOMIC_SEQ_CST);
-}
-
-int purlinCommIsLive(purlinComm_t handle) {
-  struct purlinComm* c = NULL;
-  if (handle == NULL) return 0;
-  uint32_t gen = 0;
-  HandleSlot* s = handleSlot(handle, &gen);
-  if (s == NULL) return 0;
-  if (__atomic_load_n(&s->gen, __ATOMIC_SEQ_CST) == gen)
-    c = __atomic_load_n(&s->comm, __ATOMIC_SEQ_CST);
-  return c != NULL;
 }
 
 /* Returns a retired slot to the free list. */
@@ -237,8 +239,7 @@ static purlinResult_t commPublish(struct purlinComm** made, int count, purlinCom
   if (res != purlinSuccess) {
     for (int k = 0; k < r - 1; ++k) {
       HandleSlot* s = slotMade(made[k]->slot);
-      __atomic_store_n(&s->comm, (struct purlinComm*)NULL, __ATOMIC_SEQ_CST);
-      __atomic_fetch_add(&s->gen, 1u, __ATOMIC_SEQ_CST);
+      handleRetireLocked(s);
       s->nextFree = handleFree;
       handleFree = made[k]->slot;
     }
@@ -905,8 +906,7 @@ static purlinResult_t commRelease(purlinComm_t handle, int abort, const char* fn
                                        fn, comm->rank));
   }
   /* No new call gets in from here on (the generation moves on). */
-  __atomic_store_n(&slot->comm, (struct purlinComm*)NULL, __ATOMIC_SEQ_CST);
-  __atomic_fetch_add(&slot->gen, 1u, __ATOMIC_SEQ_CST);
+  handleRetireLocked(slot);
   struct purlinGroup* group = comm->group;
   if (abort) {
     /* Pairs with the device-side acquire loads of the abort word in every
@@ -1096,24 +1096,13 @@ purlinResult_t purlinCommAsyncError(struct purlinComm* comm, purlinResult_t* asy
 
 PURLIN_API const char* purlinGetLastError(purlinComm_t handle) {
   if (handle == NULL) return purlinThreadLastError();
-  if (!purlinCommIsLive(handle))
+  /* Entered quietly: the thread's own error text must stay as it is. */
+  struct purlinComm* comm = handleEnter(handle);
+  if (comm == NULL)
     return "purlinGetLastError: comm is not a live communicator (use purlinGetLastError(NULL) "
            "for failures of calls made with a dead handle)";
-  /* Entered quietly: the thread's own error text must stay as it is. */
-  uint32_t gen = 0;
-  HandleSlot* s = handleSlot(handle, &gen);
-  struct purlinComm* comm = NULL;
-  __atomic_fetch_add(&s->busy, 1u, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&s->gen, __ATOMIC_SEQ_CST) == gen)
-    comm = __atomic_load_n(&s->comm, __ATOMIC_SEQ_CST);
-  if (comm == NULL) {
-    __atomic_fetch_sub(&s->busy, 1u, __ATOMIC_SEQ_CST);
-    return "purlinGetLastError: comm is not a live communicator (it was destroyed meanwhile)";
-  }
-  pthread_mutex_lock(&comm->errorLock);
-  snprintf(lastErrorCopy, sizeof lastErrorCopy, "%s", comm->lastError);
-  pthread_mutex_unlock(&comm->errorLock);
-  __atomic_fetch_sub(&s->busy, 1u, __ATOMIC_SEQ_CST);
+  purlinCommLastErrorCopy(comm, lastErrorCopy, sizeof lastErrorCopy);
+  purlinCommLeave(comm);
   return lastErrorCopy;
 }
 

@@ -96,10 +96,6 @@ purlinResult_t purlinCommAsyncError(struct purlinComm* comm, purlinResult_t* asy
 void purlinCommSetLastError(struct purlinComm* comm, const char* message);
 void purlinCommLastErrorCopy(struct purlinComm* comm, char* out, size_t bytes);
 
-/* Whether `handle` names a live communicator now (a handle kept across
- * calls, e.g. by a group, may have been destroyed meanwhile). */
-int purlinCommIsLive(purlinComm_t handle);
-
 /* For purlin's own layers and tests: this rank's device context and heap
  * layout. Returns purlinInvalidArgument for a dead handle. */
 purlinResult_t purlinCommDeviceContext(purlinComm_t handle, purlinDevComm_t** devComm,
