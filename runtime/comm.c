@@ -701,15 +701,18 @@ static purlinResult_t rankSetup(struct purlinGroup** out, const purlinRankInfo_t
 /* The local part after heaps are shared: maps every peer's heap (closing
  * each descriptor as soon as it is imported), then the abort word, the
  * device context and the handle. */
-static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int rank, int device,
-                              const purlinConfig_t* config, const purlinHeapLayout_t* layout,
-                              int prevDevice, struct purlinComm** made) {
+static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int ownFd, int rank,
+                              int device, const purlinConfig_t* config,
+                              const purlinHeapLayout_t* layout, int prevDevice,
+                              struct purlinComm** made) {
   for (int p = 0; p < group->nranks; ++p) {
     if (p == rank) continue;
-    PURLIN_RETURN_IF(peerFds[p] < 0, purlinInternalError,
-                     "rank %d sent no descriptor for its heap", p);
-    purlinResult_t res = purlinHeapImport(&group->heaps[p], peerFds[p], layout->heapBytes, device);
-    close(peerFds[p]);
+    /* The descriptor is data from another process: it must be a CUDA
+     * export like this rank's own before the driver is handed it. */
+    purlinResult_t res = purlinHeapFdCheck(ownFd, peerFds[p], p);
+    if (res == purlinSuccess)
+      res = purlinHeapImport(&group->heaps[p], peerFds[p], layout->heapBytes, device);
+    if (peerFds[p] >= 0) close(peerFds[p]);
     peerFds[p] = -1;
     PURLIN_CHECK(res);
   }
@@ -803,12 +806,13 @@ static purlinResult_t commInitRank(purlinComm_t* comm, int nranks, const purlinB
   local = rankSetup(&group, scratch->infos, nranks, rank, device, &cfg, &layout, &exportFd, fn);
   res = shareOutcome(boot, local, layout.heapBytes, exportFd, peerFds, scratch->statuses, rank,
                      nranks, fn);
-  /* Every peer holds its own reference to this heap now (or never will). */
-  if (exportFd >= 0) close(exportFd);
-  exportFd = -1;
   if (res != purlinSuccess) goto fail;
 
-  local = rankMap(group, peerFds, rank, device, &cfg, &layout, prevDevice, &made);
+  local = rankMap(group, peerFds, exportFd, rank, device, &cfg, &layout, prevDevice, &made);
+  /* Every peer holds its own reference to this heap now (or never will);
+   * the descriptor served to check theirs. */
+  if (exportFd >= 0) close(exportFd);
+  exportFd = -1;
   PURLIN_CHECK_GOTO(shareOutcome(boot, local, layout.heapBytes, -1, NULL, scratch->statuses, rank,
                                  nranks, fn),
                     res, fail);
@@ -880,8 +884,48 @@ PURLIN_API purlinResult_t purlinCommInitRankFromEnv(purlinComm_t* comm,
   return commInitRank(comm, env.nranks, &id, env.rank, config, env.localRank, fn);
 }
 
-/* Common tail of destroy and abort: unlinks the handle and releases the
- * group with its last rank. */
+/* An abort in a group of several processes also raises rank 0's failure
+ * word (purlinControl_t.failedRank), which every process's waits poll: the
+ * peers stop at once with purlinRemoteError naming this rank, not at their
+ * timeout. A copy-engine write on a stream of its own, so that it runs
+ * beside this rank's kernels, which may be spinning. Best effort: a
+ * failure leaves the peers to their timeout, as before. */
+static void abortTellPeers(struct purlinGroup* group, int rank, int device) {
+  if (group->localRank < 0 || group->nranks < 2 || group->heaps[0].base == 0) return;
+  const uint32_t failed = (uint32_t)rank + 1u;
+  int prev = -1;
+  cudaStream_t s = NULL;
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaGetDevice(&prev);
+  if (cudaSetDevice(device) == cudaSuccess &&
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
+    void* word = (void*)(uintptr_t)(group->heaps[0].base + offsetof(purlinControl_t, failedRank));
+    if (cudaMemcpyAsync(word, &failed, sizeof failed, cudaMemcpyHostToDevice, s) == cudaSuccess)
+      cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+  }
+  cudaGetLastError();
+  if (prev >= 0) cudaSetDevice(prev);
+  cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+/* Like NCCL's destroy, waits for the rank's queued calls before its memory
+ * goes: they are bounded by the timeout, and leave at once after an abort.
+ * The order chain's last record completes after every earlier uncaptured
+ * call (order.h). Relaxed, so that another thread's capture is not
+ * invalidated by the wait. */
+static void commDrain(struct purlinComm* comm) {
+  if (!comm->order.eager.valid) return;
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  cudaEventSynchronize(comm->order.eager.event);
+  cudaGetLastError();
+  cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+/* Common tail of destroy and abort: unlinks the handle, waits for the
+ * rank's queued calls and releases the group with its last rank. */
 static purlinResult_t commRelease(purlinComm_t handle, int abort, const char* fn) {
   purlinClearThreadError();
   if (handle == NULL) return purlinSuccess;
@@ -920,11 +964,13 @@ static purlinResult_t commRelease(purlinComm_t handle, int abort, const char* fn
     }
   }
   pthread_mutex_unlock(&registryLock);
+  if (abort) abortTellPeers(group, comm->rank, comm->device);
   /* Calls other threads are making on it finish first (they take the
    * registry lock at most briefly, so it is not held here). Only then does
    * this rank stop counting in its group: the rank released last frees the
    * group, which calls inside another rank's handle still read. */
   while (__atomic_load_n(&slot->busy, __ATOMIC_SEQ_CST) != 0) sched_yield();
+  commDrain(comm);
   pthread_mutex_lock(&registryLock);
   int last = --group->liveRanks == 0;
   pthread_mutex_unlock(&registryLock);

@@ -340,8 +340,10 @@ PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device);
  * No communication: peers are not told. NULL is a no-op returning
  * purlinSuccess. A handle that is not live (never created, or already
  * destroyed) returns purlinInvalidArgument and changes nothing. Not
- * stream-ordered, not capturable; must not run while kernels of the
- * communicator may still run. With a session open it returns
+ * stream-ordered, not capturable. Like NCCL's, it first waits for the
+ * rank's queued uncaptured calls to finish (each is bounded by the
+ * timeout); graphs holding captured calls must not be launched after it,
+ * nor be running. With a session open it returns
  * purlinInvalidUsage and changes nothing (end the session first).
  * Thread-safe: any thread may call it at any time, also while other
  * threads make calls on the same communicator (those finish first, or are
@@ -358,8 +360,10 @@ PURLIN_API purlinResult_t purlinCommDestroy(purlinComm_t comm);
  * and releases this rank as purlinCommDestroy does. The CUDA context stays
  * usable. NULL is a no-op; a dead handle returns purlinInvalidArgument.
  * For a rank made by purlinCommInitRank the abort word is this process's
- * only: the host does not reach peer processes, whose device-side waits
- * end by their own timeout (or their own abort). An open session's
+ * only; the abort also raises the group's failure word in rank 0's heap,
+ * so that peer processes' waits stop within microseconds with
+ * purlinRemoteError naming this rank (their host calls are not told).
+ * Waits for the rank's queued calls as destroy does. An open session's
  * megakernel exits (within microseconds of the abort word) before the
  * rank's memory is released. Not stream-ordered, not capturable;
  * thread-safe as purlinCommDestroy is: a watchdog thread may abort while

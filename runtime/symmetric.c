@@ -2,10 +2,15 @@
  * symmetric.c -- symmetric heaps on the CUDA driver's virtual memory API:
  * created here, or exported to and imported from another process.
  */
+/* fstat's file types and readlink. */
+#define _DEFAULT_SOURCE
 #include "runtime/symmetric.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/cudawrap.h"
@@ -150,6 +155,42 @@ purlinResult_t purlinHeapExport(const purlinHeap_t* heap, int* fd) {
 fail:
   if (out >= 0) close(out);
   return res;
+}
+
+/* What /proc/self/fd says `fd` is ("anon_inode:...", a path, "socket:[..]");
+ * "?" when /proc cannot tell. */
+static void fdName(int fd, char* name, size_t cap) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, name, cap - 1);
+  if (n < 0) n = snprintf(name, cap, "?");
+  name[n] = '\0';
+}
+
+purlinResult_t purlinHeapFdCheck(int own, int peer, int peerRank) {
+  struct stat a, b;
+  char ownName[128], peerName[128];
+  PURLIN_RETURN_IF(peer < 0, purlinRemoteError, "rank %d sent no descriptor for its heap",
+                   peerRank);
+  if (fstat(own, &a) != 0)
+    return PURLIN_ERROR(purlinInternalError, "fstat of this rank's own heap descriptor: %s",
+                        strerror(errno));
+  PURLIN_RETURN_IF(fstat(peer, &b) != 0, purlinRemoteError,
+                   "rank %d's heap descriptor cannot be examined (fstat: %s)", peerRank,
+                   strerror(errno));
+  fdName(own, ownName, sizeof ownName);
+  fdName(peer, peerName, sizeof peerName);
+  int same = (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT) && a.st_dev == b.st_dev;
+  if (S_ISCHR(a.st_mode) || S_ISBLK(a.st_mode)) same = same && a.st_rdev == b.st_rdev;
+  /* Anonymous inodes (eventfd, epoll, a driver's export) share one inode
+   * and one file system: only their names tell them apart. */
+  if (strncmp(ownName, "anon_inode:", 11) == 0) same = same && strcmp(ownName, peerName) == 0;
+  PURLIN_RETURN_IF(!same, purlinRemoteError,
+                   "rank %d sent a descriptor that is not a CUDA memory export (%s, mode 0%o) "
+                   "as its heap; this process's own export is %s (mode 0%o)",
+                   peerRank, peerName, (unsigned)(b.st_mode & S_IFMT), ownName,
+                   (unsigned)(a.st_mode & S_IFMT));
+  return purlinSuccess;
 }
 
 purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int device) {

@@ -64,6 +64,15 @@ purlinResult_t purlinHeapSetAccess(purlinHeap_t* heap, const int* devices, int n
  * device does not support POSIX file-descriptor handles. */
 purlinResult_t purlinHeapExport(const purlinHeap_t* heap, int* fd);
 
+/* Whether `peer`, a descriptor a peer process sent as its heap's, is the
+ * same kind of file as `own`, this process's own export (purlinHeapExport):
+ * same file type and file system, the same device numbers for a device
+ * file, and for an anonymous inode the same name in /proc/self/fd. A frame
+ * carrying /dev/null, a regular file, a socket or an eventfd is refused
+ * before the driver sees it (issue 15, item 7). Returns purlinRemoteError
+ * naming both kinds, or purlinSuccess. */
+purlinResult_t purlinHeapFdCheck(int own, int peer, int peerRank);
+
 /* Maps another process's heap: imports the handle from `fd` (a descriptor
  * from purlinHeapExport, received over the bootstrap; it stays open, the
  * caller closes it), reserves `bytes` of address space, maps the memory and

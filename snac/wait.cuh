@@ -137,6 +137,14 @@ static __device__ __noinline__ void snacRaise(SnacState* st, uint32_t code, uint
     if (what != PURLIN_ERROR_PEER_FAILED)
       atomicCAS_system(&((purlinControl_t*)st->dc->peerHeap[0])->failedRank, 0u,
                        (unsigned int)st->rank + 1u);
+  } else {
+    /* Another thread of this process claimed the record and is filling it
+     * (a few stores). Its abort word comes next: wait for it, bounded, so
+     * that this thread's kernel cannot end, and its host call read the word
+     * still clear, before the failure is recorded. */
+    const uint64_t start = snacGlobalTimerNs();
+    while (rec->abort == 0 && snacGlobalTimerNs() - start < st->timeoutNs) {
+    }
   }
   st->failed = true;
 }

@@ -22,7 +22,12 @@
  *            it read purlinSuccess for ever). (b) Rank 1 never calls: rank 0
  *            reports purlinTimeout; rank 1's next call stops at once with
  *            purlinRemoteError (the group's failure word), not after its own
- *            timeout.
+ *            timeout. (c) Rank 0 aborts 50 ms after rank 1 called: rank 1
+ *            reports purlinRemoteError at once (the host abort raises the
+ *            failure word; before, rank 1 waited for its timeout). (d) Rank 1
+ *            destroys its communicator right after its call, which waits for
+ *            rank 0's call 50 ms later: destroy waits for the kernel, whose
+ *            result is exact (before, destroy unmapped the heap under it).
  *   delay    One rank starts about 2 ms after the others (the others' kernels
  *            are resident and spinning when it launches), every rank in
  *            turn, latency and throughput paths, 2 and 8 ranks: every
@@ -71,6 +76,8 @@
 #include "tests/unit/check.h"
 
 static const int kTimeoutMs = 400;
+/* How late a rank of a pair acts in the abort and destroy scenarios. */
+static const int kLateMs = 50;
 
 static double nowMs(void) {
   struct timespec ts;
@@ -367,7 +374,10 @@ struct RankRun {
   Pair* pair;
   Barrier2* bar;
   int rank;
-  int scenario;      /* 0 healthy, 1 different sizes, 2 rank 1 never calls */
+  /* 0 healthy, 1 different sizes, 2 rank 1 never calls, 3 rank 0 aborts
+   * while rank 1 waits, 4 rank 1 destroys at once after its call (rank 0
+   * calls late). */
+  int scenario;
   size_t count;      /* rank 0's count */
   purlinResult_t got = purlinSuccess;
   double detectMs = -1;
@@ -405,7 +415,36 @@ static void* rankRunThread(void* arg) {
   GPU_CUDA_OK(cudaStreamSynchronize(s));
   p->bar->wait();
   const double t0 = nowMs();
-  if (p->scenario == 2 && p->rank == 1) {
+  const struct timespec late = {0, kLateMs * 1000000L};
+  if (p->scenario == 3 && p->rank == 0) {
+    /* Never calls: aborts while rank 1 waits. Rank 0's heap holds the
+     * group's failure word, which the abort raises for rank 1's process. */
+    nanosleep(&late, NULL);
+    CHECK(purlinCommAbort(comm) == purlinSuccess);
+    p->pair->comm[0] = NULL;
+  } else if (p->scenario == 3) {
+    GPU_PURLIN_OK(purlinAllReduce(in, out, count, purlinInt32, purlinSum, comm, s));
+    p->got = awaitError(comm, t0, kTimeoutMs + 100, &p->detectMs);
+    GPU_CUDA_OK(cudaStreamSynchronize(s));
+  } else if (p->scenario == 4) {
+    /* Rank 1 destroys its communicator right after its call, which waits
+     * for rank 0's late one: the destroy must wait for the kernel before
+     * the heap goes (or the kernel faults on unmapped memory). */
+    if (p->rank == 0) nanosleep(&late, NULL);
+    GPU_PURLIN_OK(purlinAllReduce(in, out, count, purlinInt32, purlinSum, comm, s));
+    if (p->rank == 1) {
+      CHECK(purlinCommDestroy(comm) == purlinSuccess);
+      p->detectMs = nowMs() - t0;
+      p->pair->comm[1] = NULL;
+    } else {
+      GPU_CUDA_OK(cudaStreamSynchronize(s));
+      GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &p->got));
+    }
+    GPU_CUDA_OK(cudaMemsetAsync(bad, 0, sizeof *bad, s));
+    checkSumKernel<<<64, 256, 0, s>>>(out, count, 21, 2, bad);
+    GPU_CUDA_OK(cudaMemcpyAsync(&p->bad, bad, sizeof *bad, cudaMemcpyDeviceToHost, s));
+    GPU_CUDA_OK(cudaStreamSynchronize(s));
+  } else if (p->scenario == 2 && p->rank == 1) {
     /* Never calls until rank 0 has reported; then two calls. The first
      * may complete: rank 0 pushed its part before it timed out (latency
      * path), so nothing of it is missing. The second needs packets rank 0
@@ -516,6 +555,40 @@ static void procsCase(size_t count) {
     bool works = pairWorks(count);
     printf("%s\n", works ? "yes" : "NO");
     CHECK(works);
+  }
+  {
+    /* An abort reaches the peer process through rank 0's failure word: it
+     * stops at its next slow-path check, not at its timeout. */
+    Pair p;
+    CHECK(makePair(&p));
+    RankRun rr[2];
+    runPair(&p, 3, count, rr);
+    bool usable = cudaDeviceSynchronize() == cudaSuccess;
+    printf("procs %-10s %zu ints, rank 0 aborts after %d ms: rank 1 reports %-16s in %6.1f ms; "
+           "context usable: %s\n",
+           path, count, kLateMs, purlinGetErrorName(rr[1].got), rr[1].detectMs,
+           usable ? "yes" : "NO");
+    CHECK(rr[1].got == purlinRemoteError);
+    CHECK(rr[1].detectMs >= kLateMs * 0.9 && rr[1].detectMs < kLateMs + kTimeoutMs / 2);
+    CHECK(usable);
+    freePair(&p, true);
+  }
+  {
+    /* Destroy waits for the rank's queued call, which completes, right. */
+    Pair p;
+    CHECK(makePair(&p));
+    RankRun rr[2];
+    runPair(&p, 4, count, rr);
+    bool usable = cudaDeviceSynchronize() == cudaSuccess;
+    printf("procs %-10s %zu ints, rank 1 destroys right after its call: destroy returned in "
+           "%6.1f ms (peer %d ms late), %llu + %llu wrong values, context usable: %s\n",
+           path, count, rr[1].detectMs, kLateMs, rr[0].bad, rr[1].bad, usable ? "yes" : "NO");
+    CHECK(rr[1].detectMs >= kLateMs * 0.9);
+    CHECK(rr[0].got == purlinSuccess);
+    CHECK(rr[0].bad == 0 && rr[1].bad == 0);
+    CHECK(usable);
+    freePair(&p, false);
+    CHECK(pairWorks(count));
   }
 }
 

@@ -1,11 +1,17 @@
 /*
  * lifecycle_test.cu -- 200 init/destroy cycles of 8 ranks on one GPU (and of
  * one rank per GPU when there are several) leave device memory and the
- * process's open file descriptors exactly where they were. The test first
+ * process's open file descriptors exactly where they were; so do 1000
+ * cycles of two purlinCommInitRank ranks (the multi-process path: heaps
+ * passed as descriptors over the bootstrap) mixing healthy cycles, aborts,
+ * refused configs and a missing rank, which also leave the address space's
+ * mappings (VA reservations, pinned host memory) as they were. The test first
  * shows that its measurement sees a live group's heaps, so it cannot pass by
  * measuring nothing.
  */
 #include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <time.h>
 #include <string.h>
 
@@ -67,6 +73,139 @@ static void cycles(const char* what, int nranks, const int* devices, int ndev, i
          (long long)freeAfter - (long long)freeBefore, fdsAfter - fdsBefore);
 }
 
+/* --- purlinCommInitRank, as separate processes use it ----------------------- */
+
+/* Lines of /proc/self/maps: every VA reservation, mapping and pinned host
+ * allocation the driver makes shows as one or more. */
+static int mapsLines(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (f == NULL) return -1;
+  int n = 0;
+  for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+  fclose(f);
+  return n;
+}
+
+enum { kCycleHealthy, kCycleAbort, kCycleRefused, kCycleMissing, kCycleKinds };
+
+struct RankCycle {
+  purlinUniqueId_t id;
+  int32_t* buf;         /* 256 ints, made before the cycles are measured */
+  cudaStream_t stream;  /* non-blocking: the ranks' kernels run at once */
+  int kind, rank;
+  purlinResult_t init, call;
+  unsigned long long wrong;
+};
+
+static void* rankCycleThread(void* arg) {
+  RankCycle* c = (RankCycle*)arg;
+  GPU_CUDA_OK(cudaSetDevice(0));
+  purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
+  cfg.latencyBufferBytes = 64 * 1024;
+  cfg.throughputBufferBytes = 64 * 1024;
+  cfg.timeoutMs = c->kind == kCycleMissing ? 100 : 10000;
+  /* Ranks that disagree on the path are refused by both. */
+  if (c->kind == kCycleRefused && c->rank == 1) cfg.path = purlinPathLatency;
+  purlinComm_t comm = NULL;
+  c->init = purlinCommInitRank(&comm, 2, c->id, c->rank, &cfg);
+  c->call = purlinSuccess;
+  if (c->init != purlinSuccess) return NULL;
+  const size_t n = 256;
+  int32_t host[256];
+  for (size_t i = 0; i < n; ++i) host[i] = (int32_t)(i + 1000 * c->rank);
+  GPU_CUDA_OK(cudaMemcpyAsync(c->buf, host, sizeof host, cudaMemcpyHostToDevice, c->stream));
+  c->call = purlinAllReduce(c->buf, c->buf, n, purlinInt32, purlinSum, comm, c->stream);
+  GPU_CUDA_OK(cudaMemcpyAsync(host, c->buf, sizeof host, cudaMemcpyDeviceToHost, c->stream));
+  GPU_CUDA_OK(cudaStreamSynchronize(c->stream));
+  c->wrong = 0;
+  for (size_t i = 0; i < n; ++i) c->wrong += host[i] != (int32_t)(2 * i + 1000);
+  /* An abort straight after the call: it waits for the kernel, as
+   * destroy does, before the memory goes. */
+  purlinResult_t r = c->kind == kCycleAbort ? purlinCommAbort(comm) : purlinCommDestroy(comm);
+  if (r != purlinSuccess) c->call = r;
+  return NULL;
+}
+
+/* `count` cycles of two ranks made by purlinCommInitRank, each in its own
+ * thread (each rank its own group, heaps exchanged as descriptors as
+ * between processes), mixing healthy cycles (an AllReduce, then destroy),
+ * aborts, configs the ranks disagree on and a rank that never comes: device
+ * memory, descriptors (sockets included) and the address space's mappings
+ * (VA reservations, pinned host memory) end where they started. */
+static void initRankCycles(int count) {
+  int tally[kCycleKinds][2] = {{0}};
+  /* Cycles -kCycleKinds..-1 warm up, one of each kind, so that lazily
+   * made driver state is not counted. */
+  int32_t* bufs[2];
+  cudaStream_t streams[2];
+  GPU_CUDA_OK(cudaSetDevice(0));
+  for (int r = 0; r < 2; ++r) {
+    GPU_CUDA_OK(cudaMalloc((void**)&bufs[r], 256 * sizeof(int32_t)));
+    GPU_CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
+  }
+  double t0 = 0;
+  size_t freeBefore = 0;
+  int fdsBefore = 0, mapsBefore = 0;
+  for (int i = -kCycleKinds; i < count; ++i) {
+    if (i == 0) {
+      freeBefore = freeBytes(1);
+      fdsBefore = testOpenFds();
+      mapsBefore = mapsLines();
+      t0 = testNowMs();
+    }
+    const int kind = (i + kCycleKinds) % kCycleKinds;
+    RankCycle c[2];
+    GPU_PURLIN_OK(purlinGetUniqueId(&c[0].id));
+    pthread_t t[2];
+    const int ranks = kind == kCycleMissing ? 1 : 2;
+    for (int r = 0; r < ranks; ++r) {
+      c[r].id = c[0].id;
+      c[r].kind = kind;
+      c[r].rank = r;
+      c[r].wrong = 0;
+      c[r].buf = bufs[r];
+      c[r].stream = streams[r];
+      pthread_create(&t[r], NULL, rankCycleThread, &c[r]);
+    }
+    for (int r = 0; r < ranks; ++r) pthread_join(t[r], NULL);
+    bool ok = true;
+    if (kind == kCycleHealthy || kind == kCycleAbort) {
+      for (int r = 0; r < 2; ++r)
+        ok = ok && c[r].init == purlinSuccess && c[r].call == purlinSuccess && c[r].wrong == 0;
+    } else if (kind == kCycleRefused) {
+      for (int r = 0; r < 2; ++r) ok = ok && c[r].init == purlinInvalidUsage;
+    } else {
+      ok = c[0].init == purlinTimeout;
+    }
+    if (!ok && tally[kind][1] == 0)
+      printf("  cycle %d (kind %d): init %s/%s, call %s/%s, wrong %llu/%llu: %s\n", i, kind,
+             purlinGetErrorName(c[0].init), ranks > 1 ? purlinGetErrorName(c[1].init) : "-",
+             purlinGetErrorName(c[0].call), ranks > 1 ? purlinGetErrorName(c[1].call) : "-",
+             c[0].wrong, ranks > 1 ? c[1].wrong : 0ull, purlinGetLastError(NULL));
+    CHECK(ok);
+    if (i >= 0) ++tally[kind][ok ? 0 : 1];
+  }
+  const double ms = testNowMs() - t0;
+  GPU_CUDA_OK(cudaSetDevice(0));
+  size_t freeAfter = freeBytes(1);
+  int fdsAfter = testOpenFds(), mapsAfter = mapsLines();
+  for (int r = 0; r < 2; ++r) {
+    GPU_CUDA_OK(cudaFree(bufs[r]));
+    GPU_CUDA_OK(cudaStreamDestroy(streams[r]));
+  }
+  CHECK_EQ_INT(freeAfter, freeBefore);
+  CHECK_EQ_INT(fdsAfter, fdsBefore);
+  CHECK_EQ_INT(mapsAfter, mapsBefore);
+  printf("  purlinCommInitRank, 2 ranks (threads as processes): %d cycles in %.1f s: %d healthy "
+         "(AllReduce + destroy), %d aborted, %d refused configs, %d with a rank missing, %d "
+         "wrong; device memory %+lld bytes, fds %+d, mappings %+d after\n",
+         count, ms / 1e3, tally[kCycleHealthy][0], tally[kCycleAbort][0], tally[kCycleRefused][0],
+         tally[kCycleMissing][0],
+         tally[0][1] + tally[1][1] + tally[2][1] + tally[3][1],
+         (long long)freeAfter - (long long)freeBefore, fdsAfter - fdsBefore,
+         mapsAfter - mapsBefore);
+}
+
 int main(void) {
   int ndev = gpuTestDeviceCount("lifecycle_test");
   if (ndev == 0) return 0;
@@ -78,5 +217,6 @@ int main(void) {
     for (int r = 0; r < ndev; ++r) devices[r] = r;
     cycles("one rank per GPU", ndev, devices, ndev, 200);
   }
+  initRankCycles(1000);
   return CHECK_EXIT();
 }
