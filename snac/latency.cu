@@ -6,6 +6,7 @@
  * largest block of a layout.
  */
 #include "snac/latency.h"
+#include "snac/latency_peers.h"
 
 #include "snac/epoch.cuh"
 #include "snac/latency.cuh"
@@ -29,16 +30,16 @@ __global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
 /* This rank's peer table from the layout: the host evaluates the layout
  * algebra (purlinLayoutBlock: a prefix sum over V counts per block) so that
  * each peer costs the kernel one constant-bank read instead of a serial
- * loop per peer on its critical path. False when a block or an offset does
- * not fit 32 bits (no call the plan sends here). */
-static bool latencyPeers(const purlinLatencyArgs_t* args, const uint64_t* hostCounts,
-                         SnacLatencyCall* p) {
-  purlinLayout_t l = args->layout;
+ * loop per peer on its critical path. Returns 0 when a block or an offset
+ * does not fit 32 bits (no call the plan sends here). */
+extern "C" int purlinLatencyPeerTable(const purlinLayout_t* layout, const uint64_t* hostCounts,
+                                      int rank, purlinLatencyPeer_t* peer) {
+  purlinLayout_t l = *layout;
   if (purlinCollIsV(l.coll)) {
-    if (hostCounts == NULL) return false;
+    if (hostCounts == NULL) return 0;
     l.counts = hostCounts;
   }
-  const int me = args->rank, n = l.nranks;
+  const int n = l.nranks;
   const uint64_t eb = l.elemBytes;
   for (int q = 0; q < n; ++q) {
     purlinBlock_t out, in;
@@ -46,16 +47,34 @@ static bool latencyPeers(const purlinLatencyArgs_t* args, const uint64_t* hostCo
       out.srcOffset = in.dstOffset = 0;
       out.count = in.count = l.count;
     } else {
-      purlinLayoutBlock(&l, me, q, &out);
-      purlinLayoutBlock(&l, q, me, &in);
+      purlinLayoutBlock(&l, rank, q, &out);
+      purlinLayoutBlock(&l, q, rank, &in);
     }
-    const uint64_t v[4] = {out.srcOffset * eb, out.count * eb, in.dstOffset * eb, in.count * eb};
-    for (int i = 0; i < 4; ++i)
-      if (v[i] > UINT32_MAX) return false;
-    p->peer[q].sendOff = (uint32_t)v[0];
-    p->peer[q].sendBytes = (uint32_t)v[1];
-    p->peer[q].recvOff = (uint32_t)v[2];
-    p->peer[q].recvBytes = (uint32_t)v[3];
+    /* Sizes in elements times the element size: a count near 2^64 must
+     * not wrap into a small byte size. */
+    const uint64_t c[4] = {out.srcOffset, out.count, in.dstOffset, in.count};
+    uint64_t v[4];
+    for (int i = 0; i < 4; ++i) {
+      if (c[i] > UINT32_MAX / eb) return 0;
+      v[i] = c[i] * eb;
+    }
+    peer[q].sendOff = (uint32_t)v[0];
+    peer[q].sendBytes = (uint32_t)v[1];
+    peer[q].recvOff = (uint32_t)v[2];
+    peer[q].recvBytes = (uint32_t)v[3];
+  }
+  return 1;
+}
+
+static bool latencyPeers(const purlinLatencyArgs_t* args, const uint64_t* hostCounts,
+                         SnacLatencyCall* p) {
+  purlinLatencyPeer_t t[PURLIN_DEV_MAX_RANKS];
+  if (!purlinLatencyPeerTable(&args->layout, hostCounts, args->rank, t)) return false;
+  for (int q = 0; q < args->layout.nranks; ++q) {
+    p->peer[q].sendOff = t[q].sendOff;
+    p->peer[q].sendBytes = t[q].sendBytes;
+    p->peer[q].recvOff = t[q].recvOff;
+    p->peer[q].recvBytes = t[q].recvBytes;
   }
   return true;
 }
