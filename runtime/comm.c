@@ -361,6 +361,14 @@ static purlinResult_t writeDevComm(const struct purlinGroup* group, const purlin
   void* base = (void*)(uintptr_t)group->heaps[r].base;
   PURLIN_CUDA_CHECK(cudaSetDevice(group->devices[r]));
   PURLIN_CUDA_CHECK(cudaMemset(base, 0, PURLIN_HEAP_CONTROL_BYTES));
+  /* Both latency halves too: their packets carry their own flags, and a
+   * new communicator's epochs start again at 0, so a packet that a
+   * destroyed communicator left in the same physical memory (the driver
+   * hands freed memory to the next allocation of the process) would carry
+   * a flag of this one's first collectives and be taken for a peer's.
+   * Found by tests/gpu/lifecycle_test: 2 of 8 healthy InitRank cycles read
+   * the previous pair's packets. */
+  PURLIN_CUDA_CHECK(cudaMemset((char*)base + layout->latencyOffset, 0, 2 * layout->latencyBytes));
   PURLIN_CUDA_CHECK(cudaMemcpy(base, &dc, sizeof dc, cudaMemcpyHostToDevice));
   /* The descriptor ring starts empty at ticket 0 (persistent/ring.h). */
   purlinRingWords_t ring;
