@@ -13,6 +13,20 @@ if ! command -v bazel >/dev/null 2>&1; then
   $sudo apt-get install -y -qq --no-install-recommends bazel-bootstrap >/dev/null
 fi
 
+# tools/test.sh's sanitizer passes need gcc's ASan, UBSan and TSan runtimes.
+probe=$(mktemp)
+if ! echo 'int main(void){return 0;}' |
+  gcc -x c -fsanitize=address,undefined - -o "$probe" >/dev/null 2>&1 ||
+  ! echo 'int main(void){return 0;}' | gcc -x c -fsanitize=thread - -o "$probe" >/dev/null 2>&1; then
+  echo "setup: installing gcc's sanitizer runtimes"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends libasan8 libubsan1 libtsan2 >/dev/null
+fi
+rm -f "$probe"
+
 cuda="${CUDA_PATH:-/usr/local/cuda}"
 if [ ! -x "$cuda/bin/nvcc" ]; then
   echo "setup: no CUDA toolkit at $cuda (bin/nvcc missing); install CUDA 13 or set CUDA_PATH" >&2

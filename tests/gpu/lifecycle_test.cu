@@ -94,8 +94,12 @@ struct RankCycle {
   int32_t* buf;         /* 256 ints, made before the cycles are measured */
   cudaStream_t stream;  /* non-blocking: the ranks' kernels run at once */
   int kind, rank;
-  purlinResult_t init, call;
+  purlinResult_t init, call, async;
   unsigned long long wrong;
+  int32_t firstWrong;    /* the first wrong value, and where */
+  int firstWrongAt;
+  double initMs, callMs; /* from the thread's start: init returned, call done */
+  char asyncText[160];
 };
 
 static void* rankCycleThread(void* arg) {
@@ -108,8 +112,14 @@ static void* rankCycleThread(void* arg) {
   /* Ranks that disagree on the path are refused by both. */
   if (c->kind == kCycleRefused && c->rank == 1) cfg.path = purlinPathLatency;
   purlinComm_t comm = NULL;
+  const double t0 = testNowMs();
   c->init = purlinCommInitRank(&comm, 2, c->id, c->rank, &cfg);
-  c->call = purlinSuccess;
+  c->initMs = testNowMs() - t0;
+  c->callMs = -1;
+  c->firstWrong = 0;
+  c->call = c->async = purlinSuccess;
+  c->asyncText[0] = '\0';
+  c->firstWrongAt = -1;
   if (c->init != purlinSuccess) return NULL;
   const size_t n = 256;
   int32_t host[256];
@@ -118,8 +128,18 @@ static void* rankCycleThread(void* arg) {
   c->call = purlinAllReduce(c->buf, c->buf, n, purlinInt32, purlinSum, comm, c->stream);
   GPU_CUDA_OK(cudaMemcpyAsync(host, c->buf, sizeof host, cudaMemcpyDeviceToHost, c->stream));
   GPU_CUDA_OK(cudaStreamSynchronize(c->stream));
+  c->callMs = testNowMs() - t0;
   c->wrong = 0;
-  for (size_t i = 0; i < n; ++i) c->wrong += host[i] != (int32_t)(2 * i + 1000);
+  for (size_t i = 0; i < n; ++i) {
+    const bool bad = host[i] != (int32_t)(2 * i + 1000);
+    if (bad && c->wrong == 0) c->firstWrong = host[i], c->firstWrongAt = (int)i;
+    c->wrong += bad;
+  }
+  /* The device's verdict on the call (a kernel that failed leaves the
+   * output unwritten). */
+  GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &c->async));
+  if (c->async != purlinSuccess)
+    snprintf(c->asyncText, sizeof c->asyncText, "%s", purlinGetLastError(comm));
   /* An abort straight after the call: it waits for the kernel, as
    * destroy does, before the memory goes. */
   purlinResult_t r = c->kind == kCycleAbort ? purlinCommAbort(comm) : purlinCommDestroy(comm);
@@ -181,7 +201,18 @@ static void initRankCycles(int count) {
     } else {
       ok = c[0].init == purlinTimeout;
     }
-    if (!ok && tally[kind][1] == 0)
+    for (int r = 0; r < ranks; ++r) {
+      if (c[r].init != purlinSuccess && !(kind == kCycleHealthy || kind == kCycleAbort)) continue;
+      ok = ok && c[r].async == purlinSuccess;
+    }
+    if (!ok && tally[kind][1] < 3) {
+      for (int r = 0; r < ranks; ++r)
+        printf("    rank %d: init %.1f ms, call done at %.1f ms, async %s %s; first wrong value "
+               "%d at %d\n",
+               r, c[r].initMs, c[r].callMs, purlinGetErrorName(c[r].async), c[r].asyncText,
+               c[r].firstWrong, c[r].firstWrongAt);
+    }
+    if (!ok && tally[kind][1] < 3)
       printf("  cycle %d (kind %d): init %s/%s, call %s/%s, wrong %llu/%llu: %s\n", i, kind,
              purlinGetErrorName(c[0].init), ranks > 1 ? purlinGetErrorName(c[1].init) : "-",
              purlinGetErrorName(c[0].call), ranks > 1 ? purlinGetErrorName(c[1].call) : "-",
