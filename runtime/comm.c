@@ -319,10 +319,13 @@ static purlinResult_t validateInit(purlinComm_t* comms, int nranks, const int* d
 static purlinResult_t groupAllocAbort(struct purlinGroup* group) {
   void* host = NULL;
   void* device = NULL;
-  PURLIN_CUDA_CHECK(cudaHostAlloc(&host, sizeof(purlinErrorRecord_t),
+  /* The record, then the abort's pinned source word (comm.h). */
+  const size_t tellAt = (sizeof(purlinErrorRecord_t) + 7) & ~(size_t)7;
+  PURLIN_CUDA_CHECK(cudaHostAlloc(&host, tellAt + sizeof(uint64_t),
                                   cudaHostAllocMapped | cudaHostAllocPortable));
-  memset(host, 0, sizeof(purlinErrorRecord_t));
+  memset(host, 0, tellAt + sizeof(uint64_t));
   group->abortHost = (volatile purlinErrorRecord_t*)host;
+  group->tellWord = (volatile uint32_t*)((char*)host + tellAt);
   PURLIN_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
   group->abortDevice = (uint64_t)(uintptr_t)device;
   group->asyncError = purlinSuccess;
@@ -895,12 +898,15 @@ PURLIN_API purlinResult_t purlinCommInitRankFromEnv(purlinComm_t* comm,
 /* An abort in a group of several processes also raises rank 0's failure
  * word (purlinControl_t.failedRank), which every process's waits poll: the
  * peers stop at once with purlinRemoteError naming this rank, not at their
- * timeout. A copy-engine write on a stream of its own, so that it runs
- * beside this rank's kernels, which may be spinning. Best effort: a
+ * timeout. A copy-engine write from pinned memory on a stream of its own,
+ * so that it runs beside this rank's kernels, which may be spinning, and
+ * waits for no other thread's pageable copy. Best effort: a
  * failure leaves the peers to their timeout, as before. */
 static void abortTellPeers(struct purlinGroup* group, int rank, int device) {
-  if (group->localRank < 0 || group->nranks < 2 || group->heaps[0].base == 0) return;
-  const uint32_t failed = (uint32_t)rank + 1u;
+  if (group->localRank < 0 || group->nranks < 2 || group->heaps[0].base == 0 ||
+      group->tellWord == NULL)
+    return;
+  *group->tellWord = (uint32_t)rank + 1u;
   int prev = -1;
   cudaStream_t s = NULL;
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
@@ -909,7 +915,8 @@ static void abortTellPeers(struct purlinGroup* group, int rank, int device) {
   if (cudaSetDevice(device) == cudaSuccess &&
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess) {
     void* word = (void*)(uintptr_t)(group->heaps[0].base + offsetof(purlinControl_t, failedRank));
-    if (cudaMemcpyAsync(word, &failed, sizeof failed, cudaMemcpyHostToDevice, s) == cudaSuccess)
+    if (cudaMemcpyAsync(word, (const void*)group->tellWord, sizeof(uint32_t),
+                        cudaMemcpyHostToDevice, s) == cudaSuccess)
       cudaStreamSynchronize(s);
     cudaStreamDestroy(s);
   }

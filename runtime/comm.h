@@ -39,6 +39,12 @@ struct purlinGroup {
    * can raise it while kernels run and device waits can poll it. */
   volatile purlinErrorRecord_t* abortHost; /* its first word is the abort word */
   uint64_t abortDevice;
+  /* A pinned word in the same allocation, after the record: the source of
+   * the copy by which an abort raises rank 0's failure word (comm.c
+   * abortTellPeers). A pageable source would be staged through the
+   * driver's shared buffers, behind other threads' pageable copies, which
+   * may wait for the very kernels the abort is to stop. */
+  volatile uint32_t* tellWord;
   /* First asynchronous failure of the group; guarded by the registry lock. */
   purlinResult_t asyncError;
   char asyncMessage[PURLIN_ERROR_MSG_MAX];

@@ -92,6 +92,7 @@ enum { kCycleHealthy, kCycleAbort, kCycleRefused, kCycleMissing, kCycleKinds };
 struct RankCycle {
   purlinUniqueId_t id;
   int32_t* buf;         /* 256 ints, made before the cycles are measured */
+  int32_t* host;        /* 256 ints of pinned host memory, likewise */
   cudaStream_t stream;  /* non-blocking: the ranks' kernels run at once */
   int kind, rank;
   purlinResult_t init, call, async;
@@ -122,11 +123,15 @@ static void* rankCycleThread(void* arg) {
   c->firstWrongAt = -1;
   if (c->init != purlinSuccess) return NULL;
   const size_t n = 256;
-  int32_t host[256];
+  /* Pinned: a pageable copy is staged through the driver's shared buffers,
+   * so one rank's pageable copy that waits for its kernel (which waits for
+   * the peer) can hold the peer's pageable copy back until the timeout
+   * (README, Limits: several ranks of one process on one GPU). */
+  int32_t* host = c->host;
   for (size_t i = 0; i < n; ++i) host[i] = (int32_t)(i + 1000 * c->rank);
-  GPU_CUDA_OK(cudaMemcpyAsync(c->buf, host, sizeof host, cudaMemcpyHostToDevice, c->stream));
+  GPU_CUDA_OK(cudaMemcpyAsync(c->buf, host, n * sizeof *host, cudaMemcpyHostToDevice, c->stream));
   c->call = purlinAllReduce(c->buf, c->buf, n, purlinInt32, purlinSum, comm, c->stream);
-  GPU_CUDA_OK(cudaMemcpyAsync(host, c->buf, sizeof host, cudaMemcpyDeviceToHost, c->stream));
+  GPU_CUDA_OK(cudaMemcpyAsync(host, c->buf, n * sizeof *host, cudaMemcpyDeviceToHost, c->stream));
   GPU_CUDA_OK(cudaStreamSynchronize(c->stream));
   c->callMs = testNowMs() - t0;
   c->wrong = 0;
@@ -158,11 +163,12 @@ static void initRankCycles(int count) {
   double kindMs[kCycleKinds] = {0};
   /* Cycles -kCycleKinds..-1 warm up, one of each kind, so that lazily
    * made driver state is not counted. */
-  int32_t* bufs[2];
+  int32_t *bufs[2], *hosts[2];
   cudaStream_t streams[2];
   GPU_CUDA_OK(cudaSetDevice(0));
   for (int r = 0; r < 2; ++r) {
     GPU_CUDA_OK(cudaMalloc((void**)&bufs[r], 256 * sizeof(int32_t)));
+    GPU_CUDA_OK(cudaMallocHost((void**)&hosts[r], 256 * sizeof(int32_t)));
     GPU_CUDA_OK(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking));
   }
   double t0 = 0;
@@ -187,6 +193,7 @@ static void initRankCycles(int count) {
       c[r].rank = r;
       c[r].wrong = 0;
       c[r].buf = bufs[r];
+      c[r].host = hosts[r];
       c[r].stream = streams[r];
       pthread_create(&t[r], NULL, rankCycleThread, &c[r]);
     }
@@ -227,6 +234,7 @@ static void initRankCycles(int count) {
   int fdsAfter = testOpenFds(), mapsAfter = mapsLines();
   for (int r = 0; r < 2; ++r) {
     GPU_CUDA_OK(cudaFree(bufs[r]));
+    GPU_CUDA_OK(cudaFreeHost(hosts[r]));
     GPU_CUDA_OK(cudaStreamDestroy(streams[r]));
   }
   CHECK_EQ_INT(freeAfter, freeBefore);
