@@ -520,15 +520,20 @@ static bool pairWorks(size_t count) {
   return ok;
 }
 
+/* A new pair runs `scenario`; whether the context is usable after. */
+static bool pairScenario(Pair* p, int scenario, size_t count, RankRun rr[2]) {
+  CHECK(makePair(p));
+  runPair(p, scenario, count, rr);
+  return cudaDeviceSynchronize() == cudaSuccess;
+}
+
 static void procsCase(size_t count) {
   const char* path = count * 4 <= 64 * 1024 ? "latency" : "throughput";
   CHECK(pairWorks(count));
   for (int scenario = 1; scenario <= 2; ++scenario) {
     Pair p;
-    CHECK(makePair(&p));
     RankRun rr[2];
-    runPair(&p, scenario, count, rr);
-    bool usable = cudaDeviceSynchronize() == cudaSuccess;
+    const bool usable = pairScenario(&p, scenario, count, rr);
     if (scenario == 1) {
       /* Both report; neither may read success. */
       for (int r = 0; r < 2; ++r) {
@@ -560,10 +565,8 @@ static void procsCase(size_t count) {
     /* An abort reaches the peer process through rank 0's failure word: it
      * stops at its next slow-path check, not at its timeout. */
     Pair p;
-    CHECK(makePair(&p));
     RankRun rr[2];
-    runPair(&p, 3, count, rr);
-    bool usable = cudaDeviceSynchronize() == cudaSuccess;
+    const bool usable = pairScenario(&p, 3, count, rr);
     printf("procs %-10s %zu ints, rank 0 aborts after %d ms: rank 1 reports %-16s in %6.1f ms; "
            "context usable: %s\n",
            path, count, kLateMs, purlinGetErrorName(rr[1].got), rr[1].detectMs,
@@ -576,10 +579,8 @@ static void procsCase(size_t count) {
   {
     /* Destroy waits for the rank's queued call, which completes, right. */
     Pair p;
-    CHECK(makePair(&p));
     RankRun rr[2];
-    runPair(&p, 4, count, rr);
-    bool usable = cudaDeviceSynchronize() == cudaSuccess;
+    const bool usable = pairScenario(&p, 4, count, rr);
     printf("procs %-10s %zu ints, rank 1 destroys right after its call: destroy returned in "
            "%6.1f ms (peer %d ms late), %llu + %llu wrong values, context usable: %s\n",
            path, count, rr[1].detectMs, kLateMs, rr[0].bad, rr[1].bad, usable ? "yes" : "NO");
