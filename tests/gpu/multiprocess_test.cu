@@ -22,6 +22,11 @@
  *    heap through its peer table, which holds its own mappings; then every
  *    collective at sizes 0 .. 12 MiB (staged between processes), each
  *    output element checked.
+ * 5. With several GPUs: the fault suite's cases between processes (issue
+ *    15): a rank killed with SIGKILL while its collective waits, a rank
+ *    that never calls, a mismatched call; every live rank reports within
+ *    timeout + 100 ms, its context stays usable and a new communicator
+ *    works (faultCheck).
  */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
@@ -592,6 +597,163 @@ static void onePerGpuCheck(int n, int fromEnv) {
          testNowMs() - t0);
 }
 
+/* --- Faults between processes (issue 15; needs two GPUs) ------------------------------- */
+
+/* The fault suite's multi-process cases, one process per GPU on GPUs 0 and
+ * 1, timeout kFaultTimeoutMs:
+ *   kill      rank 1 calls an AllReduce and is killed by SIGKILL while its
+ *             kernel waits for rank 0, which calls 100 ms later, twice (the
+ *             first may complete on the packets rank 1 pushed before it
+ *             died; the second cannot);
+ *   never     rank 1 never calls until rank 0 has reported its timeout;
+ *             then it calls twice: the first may complete (rank 0 pushed
+ *             its part), the second stops at once (rank 0's failure word);
+ *   mismatch  the ranks call different sizes.
+ * Every live rank must report an error (never success) within timeout +
+ * 100 ms of the call that cannot complete, leave its context usable, and
+ * make a new communicator that works. */
+static const int kFaultTimeoutMs = 1000;
+
+/* A one-rank communicator made after the fault works: the context and the
+ * library are usable. */
+static bool freshCommWorks(int device) {
+  purlinUniqueId_t id;
+  purlinComm_t comm = NULL;
+  if (purlinGetUniqueId(&id) != purlinSuccess) return false;
+  if (purlinCommInitRank(&comm, 1, id, 0, NULL) != purlinSuccess) return false;
+  int32_t* buf = NULL;
+  bool ok = cudaSetDevice(device) == cudaSuccess && cudaMalloc((void**)&buf, 4096) == cudaSuccess;
+  ok = ok && cudaMemset(buf, 1, 4096) == cudaSuccess;
+  ok = ok && purlinAllReduce(buf, buf, 1024, purlinInt32, purlinSum, comm, cudaStreamLegacy) ==
+                 purlinSuccess;
+  int32_t first = 0;
+  ok = ok && cudaMemcpy(&first, buf, 4, cudaMemcpyDeviceToHost) == cudaSuccess && first == 0x01010101;
+  purlinResult_t a = purlinInternalError;
+  ok = ok && purlinCommGetAsyncError(comm, &a) == purlinSuccess && a == purlinSuccess;
+  cudaFree(buf);
+  return purlinCommDestroy(comm) == purlinSuccess && ok;
+}
+
+/* Polls the async error until set or `limitMs` after t0. */
+static purlinResult_t faultAwait(purlinComm_t comm, double t0, double limitMs, double* atMs) {
+  for (;;) {
+    purlinResult_t a = purlinSuccess;
+    GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &a));
+    const double t = testNowMs() - t0;
+    if (a != purlinSuccess || t > limitMs) {
+      *atMs = a != purlinSuccess ? t : -1;
+      return a;
+    }
+    usleep(200);
+  }
+}
+
+static int faultMain(const char* scenario, const purlinUniqueId_t* id, int rank,
+                     const purlinBootstrapId_t* barrierId) {
+  alarm(kChildSeconds);
+  const int device = rank;
+  GPU_CUDA_OK(cudaSetDevice(device));
+  GPU_CUDA_OK(cudaFree(0));
+  purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
+  config.timeoutMs = kFaultTimeoutMs;
+  purlinComm_t comm = NULL;
+  if (purlinCommInitRank(&comm, 2, *id, rank, &config) != purlinSuccess) {
+    fprintf(stderr, "  rank %d: init failed: %s\n", rank, purlinGetLastError(NULL));
+    return 1;
+  }
+  purlinBootstrap_t* barrier = NULL;
+  GPU_PURLIN_OK(purlinBootstrapOpen(&barrier, barrierId, rank, 2, kInitTimeoutMs));
+  const size_t count = 1024 * (strcmp(scenario, "mismatch") == 0 && rank == 1 ? 2 : 1);
+  int32_t* buf = NULL;
+  cudaStream_t s;
+  GPU_CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  GPU_CUDA_OK(cudaMalloc((void**)&buf, count * sizeof *buf));
+  GPU_CUDA_OK(cudaMemset(buf, 0, count * sizeof *buf));
+  GPU_CUDA_OK(cudaDeviceSynchronize());
+  GPU_PURLIN_OK(purlinBootstrapAllGather(barrier, NULL, 0, NULL, -1, NULL));
+  purlinResult_t got = purlinSuccess;
+  double atMs = -1;
+  if (strcmp(scenario, "kill") == 0 && rank == 1) {
+    GPU_PURLIN_OK(purlinAllReduce(buf, buf, count, purlinInt32, purlinSum, comm, s));
+    usleep(50000);
+    raise(SIGKILL); /* no destroy, no exit handlers: as a crash or the OOM killer */
+  }
+  if (strcmp(scenario, "kill") == 0) usleep(100000);
+  if (strcmp(scenario, "never") == 0 && rank == 1) {
+    /* Wait, without calling, until rank 0 has reported; then call twice:
+     * the group's failure word stops the calls at once. */
+    GPU_PURLIN_OK(purlinBootstrapAllGather(barrier, NULL, 0, NULL, -1, NULL));
+    const double t0 = testNowMs();
+    purlinResult_t r = purlinSuccess;
+    for (int k = 0; k < 2 && r == purlinSuccess; ++k)
+      r = purlinAllReduce(buf, buf, count, purlinInt32, purlinSum, comm, s);
+    cudaStreamSynchronize(s);
+    got = r != purlinSuccess ? r : faultAwait(comm, t0, kFaultTimeoutMs + 100, &atMs);
+    if (r != purlinSuccess) atMs = testNowMs() - t0;
+    CHECK(got == purlinRemoteError || got == purlinAborted);
+    CHECK(atMs >= 0 && atMs < kFaultTimeoutMs / 2);
+  } else {
+    const double t0 = testNowMs();
+    /* In `kill` twice: the first may complete (the dead rank's packets
+     * were pushed before it died), the second cannot. Otherwise once, so
+     * that in `never` rank 0 pushes packets for one call only, and rank
+     * 1's second call must wait. */
+    const int calls = strcmp(scenario, "kill") == 0 ? 2 : 1;
+    purlinResult_t r = purlinSuccess;
+    for (int k = 0; k < calls && r == purlinSuccess; ++k)
+      r = purlinAllReduce(buf, buf, count, purlinInt32, purlinSum, comm, s);
+    got = r != purlinSuccess ? r : faultAwait(comm, t0, kFaultTimeoutMs + 100, &atMs);
+    cudaStreamSynchronize(s);
+    if (strcmp(scenario, "mismatch") == 0) {
+      CHECK(got == purlinInvalidUsage || got == purlinRemoteError);
+    } else {
+      CHECK(got == purlinTimeout);
+    }
+    CHECK(atMs >= 0 && atMs <= kFaultTimeoutMs + 100);
+    if (strcmp(scenario, "never") == 0)
+      GPU_PURLIN_OK(purlinBootstrapAllGather(barrier, NULL, 0, NULL, -1, NULL));
+  }
+  const bool usable = cudaDeviceSynchronize() == cudaSuccess;
+  CHECK(usable);
+  purlinBootstrapClose(barrier);
+  CHECK(purlinCommAbort(comm) == purlinSuccess);
+  cudaFree(buf);
+  cudaStreamDestroy(s);
+  const bool works = freshCommWorks(device);
+  CHECK(works);
+  printf("  %-8s rank %d (process %d) reports %-18s in %7.1f ms; context usable: %s; a new "
+         "communicator works: %s\n",
+         scenario, rank, (int)getpid(), purlinGetErrorName(got), atMs, usable ? "yes" : "NO",
+         works ? "yes" : "NO");
+  return checkFailures ? 1 : 0;
+}
+
+/* Runs one fault scenario in two processes (GPUs 0 and 1). */
+static void faultCheck(const char* scenario) {
+  purlinUniqueId_t id;
+  purlinBootstrapId_t barrierId;
+  char idHex[2 * sizeof id + 1], barrierHex[2 * sizeof barrierId + 1];
+  GPU_PURLIN_OK(purlinGetUniqueId(&id));
+  GPU_PURLIN_OK(purlinBootstrapIdRandom(&barrierId));
+  toHex(&id, sizeof id, idHex);
+  toHex(&barrierId, sizeof barrierId, barrierHex);
+  pid_t pids[2];
+  char ranks[2][8];
+  for (int r = 0; r < 2; ++r) {
+    snprintf(ranks[r], sizeof ranks[r], "%d", r);
+    const char* args[] = {"multiprocess_test", "fault", scenario, idHex, ranks[r], barrierHex, NULL};
+    pids[r] = spawn(args, NULL);
+  }
+  for (int r = 0; r < 2; ++r) {
+    char what[32];
+    snprintf(what, sizeof what, "%s rank %d", scenario, r);
+    int status = waitChild(pids[r], kChildSeconds, what);
+    /* The killed rank dies of SIGKILL (-1 here); every other must pass. */
+    if (strcmp(scenario, "kill") == 0 && r == 1) continue;
+    CHECK_EQ_INT(status, 0);
+  }
+}
+
 /* --- Entry --------------------------------------------------------------------------------- */
 
 /* Helpers: argv[1] is the role. Nothing of CUDA happens before this. */
@@ -609,6 +771,13 @@ static int helperMain(int argc, char** argv) {
     if (argc == 8 && !fromHex(argv[7], &barrierId, sizeof barrierId)) return 2;
     return initRankMain(argv[2], byId ? &id : NULL, atoi(argv[4]), atoi(argv[5]), atoi(argv[6]),
                         argc == 8 ? &barrierId : NULL);
+  }
+  if (strcmp(argv[1], "fault") == 0 && argc == 6) {
+    purlinUniqueId_t id;
+    purlinBootstrapId_t barrierId;
+    if (!fromHex(argv[3], &id, sizeof id) || !fromHex(argv[5], &barrierId, sizeof barrierId))
+      return 2;
+    return faultMain(argv[2], &id, atoi(argv[4]), &barrierId);
   }
   fprintf(stderr, "multiprocess_test: unknown helper role %s\n", argv[1]);
   return 2;
@@ -634,6 +803,14 @@ int main(int argc, char** argv) {
     int n = ndev < 8 ? ndev : 8;
     onePerGpuCheck(n, 0);
     onePerGpuCheck(n, 1);
+    printf("faults between processes (GPUs 0 and 1, timeout %d ms):\n", kFaultTimeoutMs);
+    faultCheck("kill");
+    faultCheck("never");
+    faultCheck("mismatch");
+  } else {
+    printf("  faults between processes (SIGKILL, a rank that never calls, a mismatch): skipped, "
+           "they need one GPU per process (%d visible); the multi-GPU validation runs them\n",
+           ndev);
   }
   return CHECK_EXIT();
 }
