@@ -368,9 +368,8 @@ static purlinResult_t writeDevComm(const struct purlinGroup* group, const purlin
    * new communicator's epochs start again at 0, so a packet that a
    * destroyed communicator left in the same physical memory (the driver
    * hands freed memory to the next allocation of the process) would carry
-   * a flag of this one's first collectives and be taken for a peer's.
-   * Found by tests/gpu/lifecycle_test: 2 of 8 healthy InitRank cycles read
-   * the previous pair's packets. */
+   * a flag of this one's first collectives and be taken for a peer's
+   * (4 MiB per rank with the defaults, once per init). */
   PURLIN_CUDA_CHECK(cudaMemset((char*)base + layout->latencyOffset, 0, 2 * layout->latencyBytes));
   PURLIN_CUDA_CHECK(cudaMemcpy(base, &dc, sizeof dc, cudaMemcpyHostToDevice));
   /* The descriptor ring starts empty at ticket 0 (persistent/ring.h). */
