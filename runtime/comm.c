@@ -905,6 +905,10 @@ static void abortTellPeers(struct purlinGroup* group, int rank, int device) {
   if (group->localRank < 0 || group->nranks < 2 || group->heaps[0].base == 0 ||
       group->tellWord == NULL)
     return;
+  /* A device of this process already recorded a failure: it raised the
+   * word itself (or read it raised by another), naming the rank that
+   * failed first; an abort must not rename it. */
+  if (__atomic_load_n(&group->abortHost->claimed, __ATOMIC_ACQUIRE) != 0) return;
   *group->tellWord = (uint32_t)rank + 1u;
   int prev = -1;
   cudaStream_t s = NULL;

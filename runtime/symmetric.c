@@ -180,8 +180,14 @@ purlinResult_t purlinHeapFdCheck(int own, int peer, int peerRank) {
                    strerror(errno));
   fdName(own, ownName, sizeof ownName);
   fdName(peer, peerName, sizeof peerName);
-  int same = (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT) && a.st_dev == b.st_dev;
-  if (S_ISCHR(a.st_mode) || S_ISBLK(a.st_mode)) same = same && a.st_rdev == b.st_rdev;
+  int same = (a.st_mode & S_IFMT) == (b.st_mode & S_IFMT);
+  /* A device file is named by its device numbers: the file system holding
+   * the node differs between containers (each its own /dev) that share
+   * the GPU. Anything else by the file system too. */
+  if (S_ISCHR(a.st_mode) || S_ISBLK(a.st_mode))
+    same = same && a.st_rdev == b.st_rdev;
+  else
+    same = same && a.st_dev == b.st_dev;
   /* Anonymous inodes (eventfd, epoll, a driver's export) share one inode
    * and one file system: only their names tell them apart. */
   if (strncmp(ownName, "anon_inode:", 11) == 0) same = same && strcmp(ownName, peerName) == 0;

@@ -66,8 +66,9 @@ purlinResult_t purlinHeapExport(const purlinHeap_t* heap, int* fd);
 
 /* Whether `peer`, a descriptor a peer process sent as its heap's, is the
  * same kind of file as `own`, this process's own export (purlinHeapExport):
- * same file type and file system, the same device numbers for a device
- * file, and for an anonymous inode the same name in /proc/self/fd. A frame
+ * same file type; for a device file the same device numbers (the driver's
+ * export is /dev/nvidiactl on Linux), for anything else the same file
+ * system, and for an anonymous inode the same name in /proc/self/fd. A frame
  * carrying /dev/null, a regular file, a socket or an eventfd is refused
  * before the driver sees it (issue 15, item 7). Returns purlinRemoteError
  * naming both kinds, or purlinSuccess. */

@@ -23,7 +23,11 @@ if ! echo 'int main(void){return 0;}' |
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends libasan8 libubsan1 libtsan2 >/dev/null
+  # The runtimes come with gcc's own libgcc-N-dev, whatever N the
+  # distribution's gcc is.
+  $sudo apt-get install -y -qq --no-install-recommends \
+    "libgcc-$(gcc -dumpversion | cut -d. -f1)-dev" >/dev/null ||
+    { echo "setup: cannot install gcc's sanitizer runtimes (libasan, libubsan, libtsan)" >&2; exit 1; }
 fi
 rm -f "$probe"
 

@@ -3,7 +3,7 @@
  * case injects one fault and checks that every rank reports the right error
  * within timeout + 100 ms, that nothing hangs or traps, that the CUDA
  * context stays usable, and that a new communicator works afterwards.
- * Cases (FAULT_CASES="streams procs delay wrap scrub stale watchdog", default all):
+ * Cases (FAULT_CASES="streams procs delay wrap scrub drain stale watchdog", default all):
  *
  *   streams  One communicator per rank used from two streams: same-shape
  *            AllReduces alternate between them, eager and in a captured
@@ -27,7 +27,9 @@
  *            failure word; before, rank 1 waited for its timeout). (d) Rank 1
  *            destroys its communicator right after its call, which waits for
  *            rank 0's call 50 ms later: destroy waits for the kernel, whose
- *            result is exact (before, destroy unmapped the heap under it).
+ *            result is exact. (Rank 1 is its group's last rank here, whose
+ *            release frees pinned memory, which itself waits for resident
+ *            kernels; `drain` shows the wait where nothing else would.)
  *   delay    One rank starts about 2 ms after the others (the others' kernels
  *            are resident and spinning when it launches), every rank in
  *            turn, latency and throughput paths, 2 and 8 ranks: every
@@ -43,6 +45,10 @@
  *            again with one rank delayed. Without snac/wrap.cuh's scrub the
  *            peers take the stale packets of the first call.
  *
+ *   drain    Two ranks of one process; rank 0 destroys right after its
+ *            call, which waits for rank 1's call 50 ms later: the destroy
+ *            waits for the call (as NCCL's does), and the result is exact.
+ *            Before, it returned at once with its call still queued.
  *   stale    Handles kept past their destroy, after a new group was made
  *            (whose communicators take the same memory and table slots):
  *            every call with an old handle is refused and the new group is
@@ -593,6 +599,56 @@ static void procsCase(size_t count) {
   }
 }
 
+/* --- drain ---------------------------------------------------------------------- */
+
+struct LateCall {
+  World* w;
+  size_t count;
+};
+
+/* Rank 1's call, kLateMs after rank 0's, from a thread of its own. */
+static void* lateRank1(void* arg) {
+  LateCall* c = (LateCall*)arg;
+  const struct timespec late = {0, kLateMs * 1000000L};
+  nanosleep(&late, NULL);
+  GPU_CUDA_OK(cudaSetDevice(0));
+  GPU_PURLIN_OK(purlinAllReduce(c->w->in[1], c->w->out[1], c->count, purlinInt32, purlinSum,
+                                c->w->comms[1], c->w->a[1]));
+  GPU_CUDA_OK(cudaStreamSynchronize(c->w->a[1]));
+  return NULL;
+}
+
+/* Two ranks of one process: rank 0 destroys right after its call, which
+ * waits for rank 1's call 50 ms later. Rank 0 is not the group's last rank,
+ * so nothing is freed that would wait for the kernel anyway: only the
+ * drain makes destroy wait (before, it returned at once with the call
+ * still queued). */
+static void drainCase(size_t count) {
+  World w = makeWorld(2, purlinPathAuto, count);
+  for (int r = 0; r < 2; ++r) fillKernel<<<64, 256, 0, w.a[r]>>>(w.in[r], count, 31, r);
+  GPU_CUDA_OK(cudaDeviceSynchronize());
+  GPU_PURLIN_OK(purlinAllReduce(w.in[0], w.out[0], count, purlinInt32, purlinSum, w.comms[0],
+                                w.a[0]));
+  LateCall late = {&w, count};
+  pthread_t t;
+  pthread_create(&t, NULL, lateRank1, &late);
+  const double t0 = nowMs();
+  CHECK(purlinCommDestroy(w.comms[0]) == purlinSuccess);
+  const double waited = nowMs() - t0;
+  w.comms[0] = NULL;
+  pthread_join(t, NULL);
+  const unsigned long long bad = badElems(&w, w.out, count, 31);
+  purlinResult_t a = purlinSuccess;
+  GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[1], &a));
+  printf("drain %zu ints: rank 0's destroy right after its call returned in %6.1f ms (rank 1 "
+         "%d ms late); wrong elements %llu; rank 1 %s\n",
+         count, waited, kLateMs, bad, purlinGetErrorName(a));
+  CHECK(waited >= kLateMs * 0.9);
+  CHECK(bad == 0);
+  CHECK(a == purlinSuccess);
+  destroyWorld(&w);
+}
+
 /* --- wrap and scrub ----------------------------------------------------------- */
 
 /* Makes every rank's next collective have epoch `next`. With `fresh`, the
@@ -884,6 +940,10 @@ int main(void) {
   if (wanted("scrub")) {
     scrubCase(2);
     scrubCase(8);
+  }
+  if (wanted("drain")) {
+    drainCase(1024);
+    drainCase((size_t)1 << 20);
   }
   if (wanted("stale")) staleCase();
   if (wanted("watchdog")) watchdogCase();

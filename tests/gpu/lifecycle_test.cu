@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <atomic>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -89,8 +90,24 @@ static int mapsLines(void) {
 
 enum { kCycleHealthy, kCycleAbort, kCycleRefused, kCycleMissing, kCycleKinds };
 
+/* Where a cycle's two ranks meet after their calls, before destroy or
+ * abort: an abort while the peer's kernel still waits would (rightly) fail
+ * the peer's call. Bounded, so that a rank that never arrives is a failed
+ * check, not a hang. */
+struct Meet {
+  std::atomic<int> arrived{0};
+  bool wait(int ranks) {
+    arrived.fetch_add(1);
+    const double end = testNowMs() + 20000;
+    while (arrived.load() < ranks)
+      if (testNowMs() > end) return false;
+    return true;
+  }
+};
+
 struct RankCycle {
   purlinUniqueId_t id;
+  Meet* meet;
   int32_t* buf;         /* 256 ints, made before the cycles are measured */
   int32_t* host;        /* 256 ints of pinned host memory, likewise */
   cudaStream_t stream;  /* non-blocking: the ranks' kernels run at once */
@@ -145,8 +162,9 @@ static void* rankCycleThread(void* arg) {
   GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &c->async));
   if (c->async != purlinSuccess)
     snprintf(c->asyncText, sizeof c->asyncText, "%s", purlinGetLastError(comm));
-  /* An abort straight after the call: it waits for the kernel, as
-   * destroy does, before the memory goes. */
+  if (!c->meet->wait(2)) c->call = purlinTimeout; /* the peer never came */
+  /* An abort straight after both calls: it waits for the rank's queued
+   * work, as destroy does, before the memory goes. */
   purlinResult_t r = c->kind == kCycleAbort ? purlinCommAbort(comm) : purlinCommDestroy(comm);
   if (r != purlinSuccess) c->call = r;
   return NULL;
@@ -183,6 +201,7 @@ static void initRankCycles(int count) {
     }
     const int kind = (i + kCycleKinds) % kCycleKinds;
     RankCycle c[2];
+    Meet meet;
     GPU_PURLIN_OK(purlinGetUniqueId(&c[0].id));
     pthread_t t[2];
     const int ranks = kind == kCycleMissing ? 1 : 2;
@@ -192,6 +211,7 @@ static void initRankCycles(int count) {
       c[r].kind = kind;
       c[r].rank = r;
       c[r].wrong = 0;
+      c[r].meet = &meet;
       c[r].buf = bufs[r];
       c[r].host = hosts[r];
       c[r].stream = streams[r];

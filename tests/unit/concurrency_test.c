@@ -83,11 +83,12 @@ static void* rankThread(void* arg) {
   return NULL;
 }
 
-/* Handles no communicator has: NULL-like, unaligned, slot and generation
- * values never issued. */
+/* Handles no communicator can have, also on a GPU machine where
+ * initThread's inits succeed (they take the low slots, every generation):
+ * values without the handle bit, and slots past the table's end. */
 static purlinComm_t deadHandle(int i) {
-  static const uint64_t values[] = {0x1ull, 0x3ull | (7ull << 32), 0xfffffffeull,
-                                    0x12345679ull, (uint64_t)-1};
+  static const uint64_t values[] = {0x2ull, 0xfffffffeull, 0x1ull | (0x7fffffffull << 1),
+                                    0x1ull | (0x7ffffff0ull << 1) | (5ull << 32), (uint64_t)-1};
   return (purlinComm_t)(uintptr_t)values[i % (int)(sizeof values / sizeof values[0])];
 }
 
