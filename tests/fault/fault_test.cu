@@ -390,21 +390,6 @@ struct RankRun {
   unsigned long long bad = 0;
 };
 
-/* Polls the rank's async error until it is set or `limitMs` passed. */
-static purlinResult_t awaitError(purlinComm_t comm, double t0, double limitMs, double* atMs) {
-  purlinResult_t a = purlinSuccess;
-  while (true) {
-    GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &a));
-    double t = nowMs() - t0;
-    if (a != purlinSuccess || t > limitMs) {
-      *atMs = a != purlinSuccess ? t : -1;
-      return a;
-    }
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
-}
-
 static void* rankRunThread(void* arg) {
   RankRun* p = (RankRun*)arg;
   GPU_CUDA_OK(cudaSetDevice(0));
@@ -430,7 +415,7 @@ static void* rankRunThread(void* arg) {
     p->pair->comm[0] = NULL;
   } else if (p->scenario == 3) {
     GPU_PURLIN_OK(purlinAllReduce(in, out, count, purlinInt32, purlinSum, comm, s));
-    p->got = awaitError(comm, t0, kTimeoutMs + 100, &p->detectMs);
+    p->got = gpuTestAwaitError(comm, t0, kTimeoutMs + 100, &p->detectMs);
     GPU_CUDA_OK(cudaStreamSynchronize(s));
   } else if (p->scenario == 4) {
     /* Rank 1 destroys its communicator right after its call, which waits
@@ -462,7 +447,7 @@ static void* rankRunThread(void* arg) {
       r = purlinAllReduce(in, out, count, purlinInt32, purlinSum, comm, s);
     if (r == purlinSuccess) {
       cudaStreamSynchronize(s);
-      p->got = awaitError(comm, t1, kTimeoutMs + 100, &p->detectMs);
+      p->got = gpuTestAwaitError(comm, t1, kTimeoutMs + 100, &p->detectMs);
     } else {
       p->got = r;
       p->detectMs = nowMs() - t1;
@@ -477,7 +462,7 @@ static void* rankRunThread(void* arg) {
       GPU_CUDA_OK(cudaMemcpyAsync(&p->bad, bad, sizeof *bad, cudaMemcpyDeviceToHost, s));
       GPU_CUDA_OK(cudaStreamSynchronize(s));
     } else {
-      p->got = awaitError(comm, t0, kTimeoutMs + 100, &p->detectMs);
+      p->got = gpuTestAwaitError(comm, t0, kTimeoutMs + 100, &p->detectMs);
       /* The kernel has left (no trap): the stream drains. */
       GPU_CUDA_OK(cudaStreamSynchronize(s));
     }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "runtime/purlin.h"
 
@@ -64,5 +65,25 @@ GPU_TEST_HD uint32_t gpuTestMix(uint64_t x) {
       exit(1);                                                                        \
     }                                                                                 \
   } while (0)
+
+/* Polls the communicator's async error until it is set or `limitMs` have
+ * passed since `t0Ms` (CLOCK_MONOTONIC, ms); *atMs is when it was seen,
+ * from t0Ms, or -1. Returns the error (purlinSuccess when none came). */
+static inline purlinResult_t gpuTestAwaitError(purlinComm_t comm, double t0Ms, double limitMs,
+                                               double* atMs) {
+  for (;;) {
+    purlinResult_t a = purlinSuccess;
+    GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &a));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double t = ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6 - t0Ms;
+    if (a != purlinSuccess || t > limitMs) {
+      *atMs = a != purlinSuccess ? t : -1;
+      return a;
+    }
+    const struct timespec pause = {0, 200000};
+    nanosleep(&pause, NULL);
+  }
+}
 
 #endif /* PURLIN_TESTS_GPU_GPU_TEST_H_ */

@@ -560,14 +560,22 @@ static void singleRankCheck(void) {
 }
 
 /* One process per GPU on the first `n` GPUs; fromEnv chooses the entry. */
-static void onePerGpuCheck(int n, int fromEnv) {
+/* A new communicator id and a new barrier id for helper processes, as the
+ * hex their command lines carry. */
+#define ID_HEX_CHARS (2 * sizeof(purlinUniqueId_t) + 1)
+#define BARRIER_HEX_CHARS (2 * sizeof(purlinBootstrapId_t) + 1)
+static void newHelperIds(char* idHex, char* barrierHex) {
   purlinUniqueId_t id;
   purlinBootstrapId_t barrierId;
-  char idHex[2 * sizeof id + 1], barrierHex[2 * sizeof barrierId + 1];
   GPU_PURLIN_OK(purlinGetUniqueId(&id));
   GPU_PURLIN_OK(purlinBootstrapIdRandom(&barrierId));
   toHex(&id, sizeof id, idHex);
   toHex(&barrierId, sizeof barrierId, barrierHex);
+}
+
+static void onePerGpuCheck(int n, int fromEnv) {
+  char idHex[ID_HEX_CHARS], barrierHex[BARRIER_HEX_CHARS];
+  newHelperIds(idHex, barrierHex);
   char purlinId[64], size[16], ranks[8][16], locals[8][24], rankVars[8][16];
   snprintf(purlinId, sizeof purlinId, "PURLIN_ID=multiprocess-test-%d", (int)getpid());
   snprintf(size, sizeof size, "WORLD_SIZE=%d", n);
@@ -634,20 +642,6 @@ static bool freshCommWorks(int device) {
   return purlinCommDestroy(comm) == purlinSuccess && ok;
 }
 
-/* Polls the async error until set or `limitMs` after t0. */
-static purlinResult_t faultAwait(purlinComm_t comm, double t0, double limitMs, double* atMs) {
-  for (;;) {
-    purlinResult_t a = purlinSuccess;
-    GPU_PURLIN_OK(purlinCommGetAsyncError(comm, &a));
-    const double t = testNowMs() - t0;
-    if (a != purlinSuccess || t > limitMs) {
-      *atMs = a != purlinSuccess ? t : -1;
-      return a;
-    }
-    usleep(200);
-  }
-}
-
 static int faultMain(const char* scenario, const purlinUniqueId_t* id, int rank,
                      const purlinBootstrapId_t* barrierId) {
   alarm(kChildSeconds);
@@ -688,7 +682,7 @@ static int faultMain(const char* scenario, const purlinUniqueId_t* id, int rank,
     for (int k = 0; k < 2 && r == purlinSuccess; ++k)
       r = purlinAllReduce(buf, buf, count, purlinInt32, purlinSum, comm, s);
     cudaStreamSynchronize(s);
-    got = r != purlinSuccess ? r : faultAwait(comm, t0, kFaultTimeoutMs + 100, &atMs);
+    got = r != purlinSuccess ? r : gpuTestAwaitError(comm, t0, kFaultTimeoutMs + 100, &atMs);
     if (r != purlinSuccess) atMs = testNowMs() - t0;
     CHECK(got == purlinRemoteError || got == purlinAborted);
     CHECK(atMs >= 0 && atMs < kFaultTimeoutMs / 2);
@@ -702,7 +696,7 @@ static int faultMain(const char* scenario, const purlinUniqueId_t* id, int rank,
     purlinResult_t r = purlinSuccess;
     for (int k = 0; k < calls && r == purlinSuccess; ++k)
       r = purlinAllReduce(buf, buf, count, purlinInt32, purlinSum, comm, s);
-    got = r != purlinSuccess ? r : faultAwait(comm, t0, kFaultTimeoutMs + 100, &atMs);
+    got = r != purlinSuccess ? r : gpuTestAwaitError(comm, t0, kFaultTimeoutMs + 100, &atMs);
     cudaStreamSynchronize(s);
     if (strcmp(scenario, "mismatch") == 0) {
       CHECK(got == purlinInvalidUsage || got == purlinRemoteError);
@@ -730,13 +724,8 @@ static int faultMain(const char* scenario, const purlinUniqueId_t* id, int rank,
 
 /* Runs one fault scenario in two processes (GPUs 0 and 1). */
 static void faultCheck(const char* scenario) {
-  purlinUniqueId_t id;
-  purlinBootstrapId_t barrierId;
-  char idHex[2 * sizeof id + 1], barrierHex[2 * sizeof barrierId + 1];
-  GPU_PURLIN_OK(purlinGetUniqueId(&id));
-  GPU_PURLIN_OK(purlinBootstrapIdRandom(&barrierId));
-  toHex(&id, sizeof id, idHex);
-  toHex(&barrierId, sizeof barrierId, barrierHex);
+  char idHex[ID_HEX_CHARS], barrierHex[BARRIER_HEX_CHARS];
+  newHelperIds(idHex, barrierHex);
   pid_t pids[2];
   char ranks[2][8];
   for (int r = 0; r < 2; ++r) {
