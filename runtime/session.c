@@ -111,17 +111,14 @@ static _Thread_local int groupCount;
 static _Thread_local purlinComm_t groupComms[PURLIN_GROUP_MAX_COMMS];
 
 /* Whether the call about to be enqueued on `stream` may leave its wait to
- * purlinGroupEnd; registers the communicator and the stream if so. */
-static int groupDefers(purlinComm_t comm, cudaStream_t stream) {
+ * purlinGroupEnd; registers the communicator and the stream if so. `world`
+ * is the call's capture id (0 outside captures), as purlinOrderBefore
+ * found it for this call. */
+static int groupDefers(purlinComm_t comm, cudaStream_t stream, unsigned long long world) {
   purlinSession_t* s = &comm->session;
   if (groupDepth == 0) return 0;
   /* The group's deferred calls keep to one world (outside captures, or
    * one capture): the waits of groupFlush cannot cross captures. */
-  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  unsigned long long world = 0;
-  if (cudaStreamGetCaptureInfo(stream, &status, &world, NULL, NULL, NULL, NULL) != cudaSuccess)
-    return 0;
-  if (status != cudaStreamCaptureStatusActive) world = 0;
   if (!s->inGroup) {
     if (groupCount == PURLIN_GROUP_MAX_COMMS) return 0;
     groupComms[groupCount++] = comm->handle;
@@ -244,7 +241,7 @@ purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
   purlinResult_t res = purlinOrderBefore(&comm->order, stream);
   if (res == purlinSuccess) {
-    const int wait = !groupDefers(comm, stream);
+    const int wait = !groupDefers(comm, stream, comm->order.nextCapture);
     cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, wait, stream);
     if (err != cudaSuccess) res = purlinCudaError(err, "purlinNodeEnqueue", __FILE__, __LINE__);
   }
