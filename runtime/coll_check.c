@@ -3,8 +3,10 @@
  */
 #include "runtime/coll_check.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "atoms/atom.h"
 #include "runtime/comm.h"
@@ -98,6 +100,64 @@ purlinResult_t purlinCollCheckArgs(int rank, int device, const purlinLayout_t* l
                           "purlin%s: sendbuff and recvbuff overlap; %s has no in-place form", coll,
                           coll);
   }
+}
+
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static int overlaps(const void* a, uint64_t an, const void* b, uint64_t bn) {
+  uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+  return an != 0 && bn != 0 && a0 < b0 + bn && b0 < a0 + an;
+}
+
+purlinResult_t purlinNormCheckArgs(int device, const char* fn, const void* in,
+                                   const void* residualIn, const void* weight, float eps,
+                                   float scale, const void* out, const void* residualOut,
+                                   const void* outFp8, int fp8, size_t count, size_t hidden,
+                                   purlinDataType_t dtype) {
+  /* checkBuffer's messages say "purlin<name>". */
+  const char* name = strncmp(fn, "purlin", 6) == 0 ? fn + 6 : fn;
+  PURLIN_RETURN_IF(dtype != purlinFloat16 && dtype != purlinBfloat16, purlinInvalidArgument,
+                   "%s: datatype %d; the fused call takes purlinFloat16 (1) or purlinBfloat16 "
+                   "(2)",
+                   fn, (int)dtype);
+  PURLIN_RETURN_IF(hidden == 0 || hidden > UINT32_MAX, purlinInvalidArgument,
+                   "%s: hidden is %zu; it must be 1 .. %u", fn, hidden, (unsigned)UINT32_MAX);
+  PURLIN_RETURN_IF(count % hidden != 0, purlinInvalidArgument,
+                   "%s: count %zu is not a whole number of rows of hidden %zu elements", fn, count,
+                   hidden);
+  PURLIN_RETURN_IF(!(eps >= 0.0f) || isinf(eps), purlinInvalidArgument,
+                   "%s: eps is %g; it must be finite and >= 0", fn, (double)eps);
+  PURLIN_RETURN_IF(fp8 && !isfinite(scale), purlinInvalidArgument, "%s: scale is %g; it must be finite",
+                   fn, (double)scale);
+  const uint64_t bytes = (uint64_t)count * 2, wbytes = count != 0 ? (uint64_t)hidden * 2 : 0;
+  PURLIN_CHECK(checkBuffer(name, "residualIn", residualIn, count, 2, device));
+  PURLIN_CHECK(checkBuffer(name, "residualOut", residualOut, count, 2, device));
+  PURLIN_CHECK(checkBuffer(name, "weight", weight, count != 0 ? hidden : 0, 2, device));
+  if (fp8) PURLIN_CHECK(checkBuffer(name, "outFp8", outFp8, count, 1, device));
+  /* out holds the AllReduce's sums until the epilogue reads them; the
+   * epilogue then writes each element of out and residualOut after the
+   * same thread read it from its inputs. */
+  PURLIN_RETURN_IF(overlaps(out, bytes, residualIn, bytes) ||
+                       overlaps(out, bytes, residualOut, bytes) ||
+                       overlaps(out, bytes, weight, wbytes),
+                   purlinInvalidUsage,
+                   "%s: out overlaps residualIn, residualOut or weight (out may only be in)", fn);
+  PURLIN_RETURN_IF(overlaps(residualOut, bytes, weight, wbytes), purlinInvalidUsage,
+                   "%s: residualOut overlaps weight", fn);
+  PURLIN_RETURN_IF(overlaps(residualOut, bytes, residualIn, bytes) && residualOut != residualIn,
+                   purlinInvalidUsage,
+                   "%s: residualOut overlaps residualIn without being equal (in place means "
+                   "residualOut == residualIn)",
+                   fn);
+  PURLIN_RETURN_IF(overlaps(residualOut, bytes, in, bytes) && residualOut != in,
+                   purlinInvalidUsage, "%s: residualOut overlaps in without being equal", fn);
+  if (fp8) {
+    const void* other[5] = {in, residualIn, weight, out, residualOut};
+    const uint64_t size[5] = {bytes, bytes, wbytes, bytes, bytes};
+    for (int i = 0; i < 5; ++i)
+      PURLIN_RETURN_IF(overlaps(outFp8, count, other[i], size[i]), purlinInvalidUsage,
+                       "%s: outFp8 overlaps another buffer of the call", fn);
+  }
+  return purlinSuccess;
 }
 
 purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,

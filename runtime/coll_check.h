@@ -33,6 +33,19 @@ purlinResult_t purlinCollCheck(purlinComm_t comm, const purlinLayout_t* layout,
                                const void* sendbuff, const void* recvbuff, purlinDataType_t dtype,
                                purlinRedOp_t op);
 
+/* The fused AllReduce + residual + RMSNorm's own arguments (purlin.h)
+ * beside the AllReduce's (in, out: purlinCollCheckArgs): datatype fp16 or
+ * bf16, hidden >= 1 (at most 2^32 - 1) dividing count, eps >= 0 and
+ * finite, scale finite (`fp8`), residualIn, residualOut and outFp8 (when
+ * `fp8`) of count elements and weight of hidden on the rank's GPU, and the
+ * overlaps the kernel allows. `fn` names the entry point. Pure but for
+ * the platform's pointer query. */
+purlinResult_t purlinNormCheckArgs(int device, const char* fn, const void* in,
+                                   const void* residualIn, const void* weight, float eps,
+                                   float scale, const void* out, const void* residualOut,
+                                   const void* outFp8, int fp8, size_t count, size_t hidden,
+                                   purlinDataType_t dtype);
+
 /* Whether V `counts` are in device memory (read by the GPU when the
  * collective runs) or host memory (read now). */
 purlinResult_t purlinCollCountsOnDevice(purlinComm_t comm, const size_t* counts, int* onDevice);

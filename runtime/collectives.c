@@ -21,6 +21,7 @@
 #include "runtime/platform.h"
 #include "runtime/session.h"
 #include "snac/descriptor.h"
+#include "snac/fused.h"
 #include "snac/latency.h"
 #include "snac/throughput.h"
 
@@ -75,11 +76,14 @@ purlinResult_t purlinCollPrepare(purlinComm_t comm) {
 
 /* Checks, plans and runs one call on an entered communicator; with
  * `prepared` set, only plans it for the rank's megakernel and writes the
- * descriptor there (purlinDevCollPrepare). */
+ * descriptor there (purlinDevCollPrepare); with `norm`, an AllReduce runs
+ * fused with the epilogue (snac/fused.h): eagerly as one kernel, in a
+ * session as the megakernel's AllReduce, its wait, and the epilogue. */
 static purlinResult_t collRunIn(struct purlinComm* comm, const char* fn, purlinCollective_t coll,
                                 const void* sendbuff, void* recvbuff, size_t count,
                                 const size_t* counts, purlinDataType_t dtype, purlinRedOp_t op,
-                                cudaStream_t stream, purlinCollDesc_t* prepared) {
+                                cudaStream_t stream, purlinCollDesc_t* prepared,
+                                const purlinNormArgs_t* norm) {
   int onDevice = 0;
   const int n = comm->nranks;
   purlinLayout_t l = {coll, n, (uint32_t)purlinDtypeBytes(dtype), (uint64_t)count,
@@ -130,8 +134,12 @@ static purlinResult_t collRunIn(struct purlinComm* comm, const char* fn, purlinC
     *prepared = d;
     return purlinSuccess;
   }
-  if (session) return collFail(comm, purlinSessionLaunch(comm, &d, hostCounts, stream));
-  return collFail(comm, purlinEagerLaunch(comm, &d, hostCounts, stream));
+  if (session) {
+    PURLIN_CHECK(collFail(comm, purlinSessionLaunch(comm, &d, hostCounts, norm != NULL, stream)));
+    return norm != NULL ? collFail(comm, purlinEagerLaunchNorm(comm, norm, stream))
+                        : purlinSuccess;
+  }
+  return collFail(comm, purlinEagerLaunch(comm, &d, hostCounts, norm, stream));
 }
 
 static purlinResult_t collRun(purlinComm_t handle, const char* fn, purlinCollective_t coll,
@@ -141,8 +149,8 @@ static purlinResult_t collRun(purlinComm_t handle, const char* fn, purlinCollect
   struct purlinComm* comm = NULL;
   purlinClearThreadError();
   PURLIN_CHECK(purlinCommEnter(handle, fn, &comm));
-  purlinResult_t res =
-      collRunIn(comm, fn, coll, sendbuff, recvbuff, count, counts, dtype, op, stream, NULL);
+  purlinResult_t res = collRunIn(comm, fn, coll, sendbuff, recvbuff, count, counts, dtype, op,
+                                 stream, NULL, NULL);
   purlinCommLeave(comm);
   return res;
 }
@@ -198,6 +206,55 @@ PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
                  datatype, purlinSum, stream);
 }
 
+/* The fused AllReduce + residual + RMSNorm: its own arguments first, then
+ * the AllReduce's checks and plan, into `out`. */
+static purlinResult_t normRun(purlinComm_t handle, const char* fn, const void* in,
+                              const void* residualIn, const void* weight, float eps, float scale,
+                              void* out, void* residualOut, void* outFp8, int fp8, size_t count,
+                              size_t hidden, purlinDataType_t dtype, cudaStream_t stream) {
+  struct purlinComm* comm = NULL;
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommEnter(handle, fn, &comm));
+  purlinResult_t res = purlinNormCheckArgs(comm->device, fn, in, residualIn, weight, eps, scale,
+                                           out, residualOut, outFp8, fp8, count, hidden, dtype);
+  if (res != purlinSuccess) {
+    purlinCommSetLastError(comm, purlinThreadLastError());
+  } else {
+    purlinNormArgs_t norm;
+    norm.sums = out;
+    norm.residualIn = residualIn;
+    norm.weight = weight;
+    norm.out = out;
+    norm.residualOut = residualOut;
+    norm.outFp8 = outFp8;
+    norm.rows = hidden != 0 ? count / hidden : 0;
+    norm.hidden = (uint32_t)hidden;
+    norm.dtype = dtype;
+    norm.eps = eps;
+    norm.scale = scale;
+    res = collRunIn(comm, fn, purlinCollAllReduce, in, out, count, NULL, dtype, purlinSum, stream,
+                    NULL, &norm);
+  }
+  purlinCommLeave(comm);
+  return res;
+}
+
+PURLIN_API purlinResult_t purlinAllReduceResidualRMSNorm(
+    const void* in, const void* residualIn, const void* weight, float eps, void* out,
+    void* residualOut, size_t count, size_t hidden, purlinDataType_t datatype,
+    purlinComm_t comm, struct CUstream_st* stream) {
+  return normRun(comm, "purlinAllReduceResidualRMSNorm", in, residualIn, weight, eps, 1.0f, out,
+                 residualOut, NULL, 0, count, hidden, datatype, stream);
+}
+
+PURLIN_API purlinResult_t purlinAllReduceResidualRMSNormFp8(
+    const void* in, const void* residualIn, const void* weight, float eps, float scale,
+    void* out, void* residualOut, void* outFp8, size_t count, size_t hidden,
+    purlinDataType_t datatype, purlinComm_t comm, struct CUstream_st* stream) {
+  return normRun(comm, "purlinAllReduceResidualRMSNormFp8", in, residualIn, weight, eps, scale,
+                 out, residualOut, outFp8, 1, count, hidden, datatype, stream);
+}
+
 PURLIN_STATIC_ASSERT((int)purlinKindAllReduce == (int)purlinCollAllReduce &&
                          (int)purlinKindAllToAllV == (int)purlinCollAllToAllV,
                      "purlinCollKind_t follows purlinCollective_t");
@@ -223,7 +280,8 @@ static purlinResult_t devCollPrepare(struct purlinComm* comm, purlinCollKind_t k
                      fn);
   purlinCollDesc_t d;
   PURLIN_CHECK(collRunIn(comm, fn, c, sendbuff, recvbuff, purlinCollIsV(c) ? 0 : count,
-                         deviceCounts, datatype, purlinCollReduces(c) ? op : purlinSum, NULL, &d));
+                         deviceCounts, datatype, purlinCollReduces(c) ? op : purlinSum, NULL, &d,
+                         NULL));
   PURLIN_STATIC_ASSERT(sizeof(purlinDevColl_t) == sizeof(purlinCollDesc_t),
                        "a prepared call is one descriptor");
   memcpy(coll, &d, sizeof d);

@@ -23,6 +23,7 @@
 #include "runtime/cudawrap.h"
 #include "runtime/launch_env.h"
 #include "runtime/platform.h"
+#include "snac/fused.h"
 #include "snac/latency.h"
 #include "snac/throughput.h"
 
@@ -205,6 +206,7 @@ static purlinResult_t preloadEager(int device) {
   int major = 0;
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   PURLIN_CUDA_CHECK(purlinLatencyPreload());
+  PURLIN_CUDA_CHECK(purlinFusedPreload());
   PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomGeneric));
   if (major >= 8) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomAmpere));
   if (major >= 9) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomHopper));

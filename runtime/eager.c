@@ -11,7 +11,8 @@
 #include "snac/throughput.h"
 
 purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
-                                 const uint64_t* hostCounts, cudaStream_t stream) {
+                                 const uint64_t* hostCounts, const purlinNormArgs_t* norm,
+                                 cudaStream_t stream) {
   purlinLayout_t l;
   l.coll = (purlinCollective_t)d->coll;
   l.nranks = comm->nranks;
@@ -38,15 +39,32 @@ purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
     a.dtype = (purlinDataType_t)d->dtype;
     a.op = (purlinRedOp_t)d->op;
     a.descriptor = d->hash;
-    err = purlinLatencyLaunch(&a, hostCounts, d->ctas, d->threads,
-                              (d->flags & PURLIN_DESC_SMALL_AR) != 0, stream);
+    const int small = (d->flags & PURLIN_DESC_SMALL_AR) != 0;
+    /* The fused kernel's CTAs are whole row teams: PURLIN_LATENCY_THREADS
+     * threads, at least the plan's (its packets are indexed by thread of
+     * the team, not by its shape). */
+    err = norm != NULL ? purlinFusedLatencyLaunch(&a, norm, d->ctas, small, stream)
+                       : purlinLatencyLaunch(&a, hostCounts, d->ctas, d->threads, small, stream);
   } else {
     purlinThroughputArgs_t a;
     purlinThroughputArgsFromDesc(d, comm->devComm, comm->nranks, &a);
-    err = purlinThroughputLaunch(&a, hostCounts, d->ctas, (purlinAtomKind_t)d->atom, stream);
+    err = norm != NULL
+              ? purlinFusedThroughputLaunch(&a, norm, d->ctas, (purlinAtomKind_t)d->atom, stream)
+              : purlinThroughputLaunch(&a, hostCounts, d->ctas, (purlinAtomKind_t)d->atom, stream);
   }
   if (err != cudaSuccess) res = purlinCudaError(err, "purlinEagerLaunch", __FILE__, __LINE__);
   else res = purlinOrderAfter(&comm->order, stream);
   if (prev != comm->device) cudaSetDevice(prev);
   return res;
+}
+
+purlinResult_t purlinEagerLaunchNorm(purlinComm_t comm, const purlinNormArgs_t* norm,
+                                     cudaStream_t stream) {
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  cudaError_t err = purlinNormLaunch(norm, stream);
+  if (prev != comm->device) cudaSetDevice(prev);
+  if (err != cudaSuccess) return purlinCudaError(err, "purlinNormLaunch", __FILE__, __LINE__);
+  return purlinSuccess;
 }

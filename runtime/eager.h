@@ -12,6 +12,7 @@
 
 #include "runtime/purlin.h"
 #include "snac/descriptor.h"
+#include "snac/fused.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,10 +22,18 @@ extern "C" {
  * device, whatever the calling thread's current device; restored after).
  * V forms with host counts pass them in `hostCounts` (d->counts is 0):
  * the launch carries them by value, so a captured graph replays them.
- * Stream-ordered and capturable; no synchronisation. Returns
+ * With `norm` (an AllReduce sum into norm->out), the path's fused kernel
+ * runs the AllReduce and then the epilogue (snac/fused.h); NULL for every
+ * other call. Stream-ordered and capturable; no synchronisation. Returns
  * purlinCudaError for a failed launch. */
 purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
-                                 const uint64_t* hostCounts, cudaStream_t stream);
+                                 const uint64_t* hostCounts, const purlinNormArgs_t* norm,
+                                 cudaStream_t stream);
+
+/* The epilogue alone on `stream`, on the rank's device: after a session's
+ * AllReduce. */
+purlinResult_t purlinEagerLaunchNorm(purlinComm_t comm, const purlinNormArgs_t* norm,
+                                     cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -465,6 +465,48 @@ PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
                                           const size_t* counts, purlinDataType_t datatype,
                                           purlinComm_t comm, struct CUstream_st* stream);
 
+/* --- AllReduce fused with residual add and RMSNorm --------------------------
+ *
+ * The epilogue of every tensor-parallel transformer layer in one kernel per
+ * rank (the argument set of FlashInfer's / TensorRT-LLM's allreduce
+ * fusion). `count` = tokens x `hidden` elements, row t at t * hidden:
+ *
+ *   s           = AllReduce(in), sum            (the same bits as purlinAllReduce)
+ *   residualOut = round(s + residualIn)
+ *   r           = 1 / sqrt(mean over the row of residualOut^2 + eps)
+ *   out         = round(residualOut * r * weight)   (weight: hidden elements)
+ *
+ * in fp32, each step one IEEE operation rounded to nearest, and the sum of
+ * squares in one fixed order (snac/fused.h), so the results are a function
+ * of the inputs alone: they do not change with the size, the path, the CTA
+ * count or the placement of ranks, and equal an unfused AllReduce followed
+ * by the same epilogue. Datatype purlinFloat16 or purlinBfloat16; any
+ * hidden >= 1 (rows up to 8192 elements stay in registers; longer ones
+ * read residualOut back). Eps >= 0 and finite.
+ *
+ * Buffers as for purlinAllReduce (device memory of the rank's GPU, aligned
+ * to the datatype). In place: out == in, and residualOut == residualIn or
+ * == in; `out` must not overlap residualIn, residualOut or weight, and
+ * residualOut must not overlap weight (purlinInvalidUsage). Inside a
+ * session the AllReduce runs in the megakernel and the epilogue as a kernel
+ * after its wait (the same bits). If the call fails on the device
+ * (purlinCommGetAsyncError), out and residualOut are undefined, as every
+ * failed collective's output is; in place, residualIn with them. */
+PURLIN_API purlinResult_t purlinAllReduceResidualRMSNorm(
+    const void* in, const void* residualIn, const void* weight, float eps, void* out,
+    void* residualOut, size_t count, size_t hidden, purlinDataType_t datatype,
+    purlinComm_t comm, struct CUstream_st* stream);
+
+/* The same, and also outFp8[i] = fp8 e4m3 of (residualOut * r * weight)[i] *
+ * scale, before `out`'s rounding, saturated to +-448 (NaN stays NaN):
+ * `out` is still written (the call uses it for the AllReduce's sums).
+ * outFp8 holds count bytes, distinct from every other buffer; scale is
+ * finite. */
+PURLIN_API purlinResult_t purlinAllReduceResidualRMSNormFp8(
+    const void* in, const void* residualIn, const void* weight, float eps, float scale,
+    void* out, void* residualOut, void* outFp8, size_t count, size_t hidden,
+    purlinDataType_t datatype, purlinComm_t comm, struct CUstream_st* stream);
+
 /* --- Sessions: the persistent megakernel ---------------------------------
  *
  * Inside a session, a rank's collectives are run by its megakernel: a

@@ -20,6 +20,7 @@
 #include "runtime/coll_check.h"
 #include "runtime/comm.h"
 #include "runtime/errors.h"
+#include "snac/fused.h"
 
 static purlinResult_t sessionFail(purlinComm_t comm, purlinResult_t r) {
   if (r != purlinSuccess)
@@ -56,6 +57,8 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
                          res, fail);
   PURLIN_CUDA_CHECK_GOTO(purlinMegakernelPreload(s->atom), res, fail);
   PURLIN_CUDA_CHECK_GOTO(purlinNodePreload(), res, fail);
+  /* The fused AllReduce's epilogue runs as a kernel after its wait. */
+  PURLIN_CUDA_CHECK_GOTO(purlinFusedPreload(), res, fail);
   s->made = 1;
 fail:
   cudaThreadExchangeStreamCaptureMode(&mode);
@@ -225,7 +228,7 @@ PURLIN_API purlinResult_t purlinGroupEnd(void) {
 }
 
 purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
-                                   const uint64_t* hostCounts, cudaStream_t stream) {
+                                   const uint64_t* hostCounts, int mustWait, cudaStream_t stream) {
   purlinSession_t* s = &comm->session;
   purlinNodeCounts_t counts;
   memset(&counts, 0, sizeof counts);
@@ -241,7 +244,7 @@ purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
   purlinResult_t res = purlinOrderBefore(&comm->order, stream);
   if (res == purlinSuccess) {
-    const int wait = !groupDefers(comm, stream, comm->order.nextCapture);
+    const int wait = mustWait || !groupDefers(comm, stream, comm->order.nextCapture);
     cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, wait, stream);
     if (err != cudaSuccess) res = purlinCudaError(err, "purlinNodeEnqueue", __FILE__, __LINE__);
   }

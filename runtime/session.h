@@ -50,9 +50,11 @@ struct purlinComm;
 /* Carries out a planned call in the open session: orders it after the
  * session's previous call when that was on another stream, then records
  * its enqueue-and-wait node on `stream`. `hostCounts` as for
- * purlinEagerLaunch. */
+ * purlinEagerLaunch. Inside a group the wait is deferred to
+ * purlinGroupEnd, unless `mustWait`: work the runtime puts on `stream`
+ * right after reads the call's output. */
 purlinResult_t purlinSessionLaunch(struct purlinComm* comm, const purlinCollDesc_t* d,
-                                   const uint64_t* hostCounts, cudaStream_t stream);
+                                   const uint64_t* hostCounts, int mustWait, cudaStream_t stream);
 
 /* Makes what the rank's sessions need (the plan's facts for its
  * megakernel, the session resources), refusing GPUs the megakernel is not

@@ -8,6 +8,8 @@ its top-level "benchmark" key when present:
 - "nccl_compare" (bench/nccl_compare): time against size, log-log, one
   subplot per collective, one line per library and mode (purlin and NCCL,
   eager and CUDA graph); cells not measured or failed are left out.
+- "fused" (bench/fused): time per call against tokens, one subplot per
+  hidden size, one line per mode (AllReduce alone, unfused, fused).
 - no key and an "atoms" key (bench/atoms): bandwidth against CTA count per
   Atom, with the cudaMemcpyAsync and plain-copy baselines.
 
@@ -147,6 +149,33 @@ def plot_nccl_compare(data, dst):
     print(f"plot: {dst}")
 
 
+def plot_fused(data, dst):
+    """Time per call against tokens for each hidden size and mode."""
+    rows = data.get("rows", [])
+    hiddens = sorted({r["hidden"] for r in rows})
+    if not hiddens:
+        print(f"no rows in the fused JSON; no plot written to {dst}")
+        return
+    fig, axes = plt.subplots(1, len(hiddens), figsize=(5 * len(hiddens), 4), squeeze=False)
+    for ax, hidden in zip(axes[0], hiddens):
+        pts = [r for r in rows if r["hidden"] == hidden]
+        for mode, label in (("allreduce", "AllReduce alone"), ("unfused", "AllReduce + epilogue"),
+                            ("fused", "fused")):
+            ax.plot([r["tokens"] for r in pts], [r[f"{mode}_us"] for r in pts], marker="o",
+                    markersize=3, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("tokens")
+        ax.set_ylabel("us per call")
+        ax.set_title(f"hidden {hidden}")
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(f"AllReduce + residual + RMSNorm, bf16, {data.get('ranks', '?')} ranks on "
+                 f"{data.get('gpu', '?')}")
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    print(f"plot: {dst}")
+
+
 def plot_atoms(data, dst):
     """Bandwidth against CTA count per Atom."""
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -178,11 +207,13 @@ def main():
         plot_collectives(data, dst)
     elif kind == "nccl_compare":
         plot_nccl_compare(data, dst)
+    elif kind == "fused":
+        plot_fused(data, dst)
     elif kind is None and "atoms" in data:
         plot_atoms(data, dst)
     else:
         what = f'"benchmark": "{kind}"' if kind is not None else 'no "benchmark" or "atoms" key'
-        sys.exit(f"plot_bench: {src}: {what}: not a collectives, nccl_compare or atoms "
+        sys.exit(f"plot_bench: {src}: {what}: not a collectives, nccl_compare, fused or atoms "
                  f"JSON; no plot written")
 
 

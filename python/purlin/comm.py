@@ -177,7 +177,7 @@ class Communicator:
         check_device(b, self._device, fn, "input")
         return b
 
-    def _output(self, fn, out, inp, numel, shape):
+    def _output(self, fn, out, inp, numel, shape, what="out"):
         """Checks `out` against the expected element count, or allocates it
         (torch only)."""
         if out is None:
@@ -185,26 +185,26 @@ class Communicator:
             if torch is None:
                 raise InvalidArgumentError(
                     Result.INVALID_ARGUMENT,
-                    "%s: out= is required without torch (the package allocates outputs "
-                    "only as torch tensors)" % fn)
+                    "%s: %s= is required without torch (the package allocates outputs "
+                    "only as torch tensors)" % (fn, what))
             dtype = inp.obj.dtype if inp.is_torch else getattr(torch, _torch_name(inp.dtype))
             t = torch.empty(shape, dtype=dtype, device="cuda:%d" % self._device)
-            return as_buffer(t, fn, "out"), True
-        b = as_buffer(out, fn, "out")
-        check_device(b, self._device, fn, "out")
+            return as_buffer(t, fn, what), True
+        b = as_buffer(out, fn, what)
+        check_device(b, self._device, fn, what)
         if b.readonly:
             raise InvalidArgumentError(Result.INVALID_ARGUMENT,
-                                       "%s: out is read-only (its __cuda_array_interface__ "
-                                       "says so)" % fn)
+                                       "%s: %s is read-only (its __cuda_array_interface__ "
+                                       "says so)" % (fn, what))
         if b.dtype != inp.dtype:
             raise InvalidArgumentError(
-                Result.INVALID_ARGUMENT, "%s: out is %s but input is %s; they must match" % (
-                    fn, b.dtype_name, inp.dtype_name))
+                Result.INVALID_ARGUMENT, "%s: %s is %s but input is %s; they must match" % (
+                    fn, what, b.dtype_name, inp.dtype_name))
         if b.numel != numel:
             raise InvalidArgumentError(
                 Result.INVALID_ARGUMENT,
-                "%s: out has %d elements (shape %s), expected %d for input of %d elements "
-                "on %d ranks" % (fn, b.numel, b.shape, numel, inp.numel, self._nranks))
+                "%s: %s has %d elements (shape %s), expected %d for input of %d elements "
+                "on %d ranks" % (fn, what, b.numel, b.shape, numel, inp.numel, self._nranks))
         return b, False
 
     def _launch(self, fn, cname, args, inp, out, allocated, stream):
@@ -232,6 +232,64 @@ class Communicator:
         r = reduce_op(op, fn)
         return self._launch(fn, "purlinAllReduce", (inp.ptr, o.ptr, inp.numel, inp.dtype, r),
                             inp, o, alloc, stream)
+
+    def all_reduce_residual_rmsnorm(self, input, residual, weight, eps, out=None,
+                                    residual_out=None, out_fp8=None, scale=1.0, stream=None):
+        """The fused AllReduce + residual add + RMSNorm of a decode step
+        (purlinAllReduceResidualRMSNorm): s = sum over ranks of input;
+        residual_out = s + residual; out = residual_out / rms(residual_out) *
+        weight, row by row over the last dimension (hidden = weight.numel()),
+        in fp32 in a fixed order, so the bits do not depend on size or path.
+        float16 or bfloat16. With out_fp8 (a float8_e4m3fn tensor of as many
+        elements) also out_fp8 = e4m3(y * scale) of the unrounded y. In place:
+        out=input, residual_out=residual. Returns (out, residual_out),
+        allocated like input when not given (torch only)."""
+        fn = "all_reduce_residual_rmsnorm"
+        inp = self._input(fn, input)
+        res = as_buffer(residual, fn, "residual")
+        check_device(res, self._device, fn, "residual")
+        w = as_buffer(weight, fn, "weight")
+        check_device(w, self._device, fn, "weight")
+        for what, b in (("residual", res), ("weight", w)):
+            if b.dtype != inp.dtype:
+                raise InvalidArgumentError(
+                    Result.INVALID_ARGUMENT, "%s: %s is %s but input is %s; they must match" % (
+                        fn, what, b.dtype_name, inp.dtype_name))
+        if res.numel != inp.numel:
+            raise InvalidArgumentError(
+                Result.INVALID_ARGUMENT, "%s: residual has %d elements, input %d" % (
+                    fn, res.numel, inp.numel))
+        hidden = w.numel
+        if hidden == 0 or inp.numel % hidden:
+            raise InvalidArgumentError(
+                Result.INVALID_ARGUMENT, "%s: input's %d elements are not whole rows of "
+                "weight's %d" % (fn, inp.numel, hidden))
+        o, alloc = self._output(fn, out, inp, inp.numel, inp.shape)
+        ro, ralloc = self._output(fn, residual_out, inp, inp.numel, inp.shape, "residual_out")
+        q = None
+        if out_fp8 is not None:
+            q = as_buffer(out_fp8, fn, "out_fp8")
+            check_device(q, self._device, fn, "out_fp8")
+            if q.dtype != DataType.FP8_E4M3 or q.numel != inp.numel or q.readonly:
+                raise InvalidArgumentError(
+                    Result.INVALID_ARGUMENT, "%s: out_fp8 must be a writable float8_e4m3fn "
+                    "buffer of %d elements (it is %s, %d elements)" % (
+                        fn, inp.numel, q.dtype_name, q.numel))
+        handle = self._live_handle(fn)
+        s = stream_handle(stream, self._device, inp, fn)
+        for b, allocated in ((o, alloc), (ro, ralloc)):
+            if allocated:
+                _keep_for_stream(b.obj, s, self._device)
+        if q is None:
+            code = lib().purlinAllReduceResidualRMSNorm(
+                inp.ptr, res.ptr, w.ptr, float(eps), o.ptr, ro.ptr, inp.numel, hidden,
+                inp.dtype, handle, s)
+        else:
+            code = lib().purlinAllReduceResidualRMSNormFp8(
+                inp.ptr, res.ptr, w.ptr, float(eps), float(scale), o.ptr, ro.ptr, q.ptr,
+                inp.numel, hidden, inp.dtype, handle, s)
+        check(code, handle)
+        return o.obj, ro.obj
 
     def all_gather(self, input, out=None, stream=None):
         """out = the inputs of ranks 0..n-1 concatenated (along dim 0 when

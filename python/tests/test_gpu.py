@@ -252,6 +252,26 @@ def ranks(n):
     return _ranks[n]
 
 
+def capture_all(group, step):
+    """One torch.cuda.graph of step(rank, comm, stream) on every rank's
+    stream, forked from and joined back to one capturing stream, after an
+    eager warm-up run (nothing is loaded or allocated in the capture)."""
+    group.run(step)
+    graph = torch.cuda.CUDAGraph()
+    main = torch.cuda.Stream()
+    with torch.cuda.stream(main):
+        with torch.cuda.graph(graph, stream=main):
+            cur = torch.cuda.current_stream()
+            for s in group.streams:
+                s.wait_stream(cur)
+            for r, (c, s) in enumerate(zip(group.comms, group.streams)):
+                with torch.cuda.stream(s):
+                    step(r, c, s)
+            for s in group.streams:
+                cur.wait_stream(s)
+    return graph
+
+
 class CollectiveTest(unittest.TestCase):
     def run_all(self, coll, n):
         group, count = ranks(n), 0
@@ -315,19 +335,7 @@ class GraphTest(unittest.TestCase):
             return counts, m, xs
 
         fill(0)
-        group.run(step)  # eager warm-up: nothing is loaded or allocated in the capture
-        graph = torch.cuda.CUDAGraph()
-        main = torch.cuda.Stream()
-        with torch.cuda.stream(main):
-            with torch.cuda.graph(graph, stream=main):
-                cur = torch.cuda.current_stream()
-                for s in group.streams:
-                    s.wait_stream(cur)
-                for r, (c, s) in enumerate(zip(group.comms, group.streams)):
-                    with torch.cuda.stream(s):
-                        step(r, c, s)
-                for s in group.streams:
-                    cur.wait_stream(s)
+        graph = capture_all(group, step)
         for replay in range(100):
             counts, m, xs = fill(replay + 1)
             torch.cuda.synchronize()
@@ -446,6 +454,86 @@ class SessionTest(unittest.TestCase):
             ref = reduce_ref(xs, "sum", torch.bfloat16)
             for r in range(n):
                 compare("session replay %d" % replay, r, y[r], ref)
+
+
+class FusedTest(unittest.TestCase):
+    """all_reduce_residual_rmsnorm against torch: residual_out exactly (the
+    sum over ranks in rank order in fp32, as purlin reduces, plus the
+    residual, rounded), out and out_fp8 within a rounding (torch sums the
+    squares in another order), eager, in place and captured in a graph."""
+
+    def reference(self, xs, res, w, eps):
+        a = xs[0].float()
+        for x in xs[1:]:
+            a = a + x.float()
+        h = (a.to(xs[0].dtype).float() + res.float()).to(xs[0].dtype)
+        hf = h.float()
+        y = hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + eps) * w.float()
+        return h, y
+
+    def check(self, label, h, y, out, rout, q=None, scale=1.0):
+        self.assertTrue(torch.equal(rout, h), "%s: residual_out differs" % label)
+        tol = 2.0 ** -7 if out.dtype == torch.bfloat16 else 2.0 ** -10
+        torch.testing.assert_close(out.float(), y.to(out.dtype).float(), rtol=2 * tol,
+                                   atol=1e-3, msg=lambda m: "%s: out: %s" % (label, m))
+        if q is not None:
+            torch.testing.assert_close(q.float(), (y * scale).to(torch.float8_e4m3fn).float(),
+                                       rtol=0.13, atol=2.0 ** -9,
+                                       msg=lambda m: "%s: out_fp8: %s" % (label, m))
+
+    def test_fused_against_torch(self):
+        eps = 1e-5
+        for n in (2, 8):
+            rk = ranks(n)
+            for dtype in (torch.bfloat16, torch.float16):
+                for rows, hidden in ((1, 4096), (5, 1000), (64, 2048)):
+                    label = "%d ranks %s %dx%d" % (n, dtype, rows, hidden)
+                    xs = [values(r, rows * hidden, 3, dtype).reshape(rows, hidden) * 0.5
+                          for r in range(n)]
+                    res = [values(r + 9, rows * hidden, 5, dtype).reshape(rows, hidden)
+                           for r in range(n)]
+                    w = [values(r + 4, hidden, 7, dtype) * 0.25 + 1 for r in range(n)]
+                    refs = [self.reference(xs, res[r], w[r], eps) for r in range(n)]
+                    got = rk.run(lambda r, c, s: c.all_reduce_residual_rmsnorm(
+                        xs[r], res[r], w[r], eps))
+                    for r in range(n):
+                        self.check(label + " rank %d" % r, *refs[r], *got[r])
+                    # In place, with fp8.
+                    xi = [x.clone() for x in xs]
+                    ri = [t.clone() for t in res]
+                    qs = [torch.empty(rows, hidden, dtype=torch.float8_e4m3fn, device="cuda")
+                          for _ in range(n)]
+                    rk.run(lambda r, c, s: c.all_reduce_residual_rmsnorm(
+                        xi[r], ri[r], w[r], eps, out=xi[r], residual_out=ri[r], out_fp8=qs[r],
+                        scale=4.0))
+                    for r in range(n):
+                        self.check(label + " in place rank %d" % r, *refs[r], xi[r], ri[r],
+                                   qs[r], 4.0)
+
+    def test_fused_graph_replays(self):
+        n, rows, hidden, eps = 8, 4, 4096, 1e-6
+        rk = ranks(n)
+        xs = [torch.zeros(rows, hidden, dtype=torch.bfloat16, device="cuda") for _ in range(n)]
+        res = [torch.zeros_like(x) for x in xs]
+        w = [values(r, hidden, 1, torch.bfloat16) * 0.25 + 1 for r in range(n)]
+        outs = [torch.empty_like(x) for x in xs]
+        routs = [torch.empty_like(x) for x in xs]
+        def step(r, c, s):
+            c.all_reduce_residual_rmsnorm(xs[r], res[r], w[r], eps, out=outs[r],
+                                          residual_out=routs[r], stream=s)
+
+        graph = capture_all(rk, step)
+        for rep in range(10):
+            for r in range(n):
+                xs[r].copy_(values(r, rows * hidden, rep, torch.bfloat16).reshape(rows, hidden))
+                res[r].copy_(values(r + 3, rows * hidden, rep, torch.bfloat16)
+                             .reshape(rows, hidden))
+            torch.cuda.synchronize()
+            graph.replay()
+            torch.cuda.synchronize()
+            for r in range(n):
+                h, y = self.reference(xs, res[r], w[r], eps)
+                self.check("replay %d rank %d" % (rep, r), h, y, outs[r], routs[r])
 
 
 class TorchApiTest(unittest.TestCase):

@@ -59,7 +59,8 @@ class Recorder:
 
     COLLECTIVES = ("purlinAllReduce", "purlinAllGather", "purlinReduceScatter",
                    "purlinAllToAll", "purlinAllGatherV", "purlinReduceScatterV",
-                   "purlinAllToAllV", "purlinSessionBegin", "purlinSessionEnd")
+                   "purlinAllToAllV", "purlinAllReduceResidualRMSNorm",
+                   "purlinAllReduceResidualRMSNormFp8", "purlinSessionBegin", "purlinSessionEnd")
 
     def __init__(self, real, nvalues=0):
         self.real, self.calls, self.nvalues = real, [], nvalues
@@ -406,6 +407,32 @@ class ArgumentTest(unittest.TestCase):
         args = self.reaches(self.comm.all_reduce, x, out=x, op=purlin.MIN, stream=0,
                             cname="purlinAllReduce")
         self.assertEqual(args[:5], (0x1000, 0x1000, 10, purlin.FLOAT32, purlin.MIN))
+
+    def test_all_reduce_residual_rmsnorm_arguments(self):
+        c = self.comm
+        x, r, w = Fake(12, "<f2", ptr=0x100), Fake((3, 4), "<f2", ptr=0x200), Fake(4, "<f2",
+                                                                                  ptr=0x300)
+        o, ro = Fake(12, "<f2", ptr=0x400), Fake(12, "<f2", ptr=0x500)
+        args = self.reaches(c.all_reduce_residual_rmsnorm, x, r, w, 1e-5, out=o,
+                            residual_out=ro, stream=3, cname="purlinAllReduceResidualRMSNorm")
+        self.assertEqual(args[:3], (0x100, 0x200, 0x300))
+        self.assertAlmostEqual(args[3], 1e-5)
+        self.assertEqual(args[4:], (0x400, 0x500, 12, 4, purlin.FLOAT16, None, 3))
+        q = Fake(12, "|V1", ptr=0x600, dtype=Name("float8_e4m3fn"))
+        args = self.reaches(c.all_reduce_residual_rmsnorm, x, r, w, 0.0, out=x, residual_out=r,
+                            out_fp8=q, scale=2.0, stream=0,
+                            cname="purlinAllReduceResidualRMSNormFp8")
+        self.assertEqual(args[4:], (2.0, 0x100, 0x200, 0x600, 12, 4, purlin.FLOAT16, None, 0))
+        self.refused(c.all_reduce_residual_rmsnorm, x, r, Fake(5, "<f2"), 1e-5, out=o,
+                     residual_out=ro, expect="not whole rows")
+        self.refused(c.all_reduce_residual_rmsnorm, x, Fake(12), w, 1e-5, out=o,
+                     residual_out=ro, expect="residual is float32")
+        self.refused(c.all_reduce_residual_rmsnorm, x, Fake(8, "<f2"), w, 1e-5, out=o,
+                     residual_out=ro, expect="residual has 8 elements")
+        self.refused(c.all_reduce_residual_rmsnorm, x, r, w, 1e-5, out=o,
+                     residual_out=Fake(8, "<f2"), expect="residual_out has 8 elements")
+        self.refused(c.all_reduce_residual_rmsnorm, x, r, w, 1e-5, out=o, residual_out=ro,
+                     out_fp8=Fake(12, "<f2"), expect="out_fp8 must be")
 
     def test_uniform_collectives_arguments(self):
         c = self.comm

@@ -5,6 +5,7 @@
  * buffers, bad datatype and op, overflowing counts, and NCCL's in-place
  * arrangements (accepted) against other overlaps (refused).
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -139,5 +140,73 @@ int main(void) {
   purlinLayout_t bad = {(purlinCollective_t)9, n, 4, 1, NULL};
   EXPECT(purlinCollCheckArgs(me, 0, &bad, a, b, purlinFloat32, purlinSum), purlinInvalidArgument,
          "unknown collective 9");
+  /* The fused AllReduce + residual + RMSNorm's own arguments: 4 rows of
+   * 64 bf16 elements (512 bytes a buffer). */
+  {
+    const char* fn = "purlinAllReduceResidualRMSNorm";
+    const size_t H = 64, count = 4 * H;
+    char* x = arena;             /* in */
+    char* res = arena + 4096;    /* residualIn */
+    char* w = arena + 8192;      /* weight */
+    char* out = arena + 12288;   /* out */
+    char* ro = arena + 16384;    /* residualOut */
+    char* q = arena + 20480;     /* outFp8 */
+    const purlinDataType_t bf = purlinBfloat16;
+#define NORM(in_, res_, w_, eps_, scale_, out_, ro_, q_, fp8_, count_, hidden_, dtype_) \
+  purlinNormCheckArgs(0, fn, in_, res_, w_, eps_, scale_, out_, ro_, q_, fp8_, count_, hidden_, dtype_)
+    EXPECT(NORM(x, res, w, 1e-5f, 1, out, ro, NULL, 0, count, H, bf), purlinSuccess, "");
+    EXPECT(NORM(x, res, w, 1e-5f, 2, out, ro, q, 1, count, H, purlinFloat16), purlinSuccess, "");
+    /* In place: out == in (the AllReduce's check), residualOut == residualIn or == in. */
+    EXPECT(NORM(x, res, w, 0, 1, x, res, NULL, 0, count, H, bf), purlinSuccess, "");
+    EXPECT(NORM(x, res, w, 0, 1, out, x, NULL, 0, count, H, bf), purlinSuccess, "");
+    /* Nothing to do: no buffer is needed. */
+    EXPECT(NORM(NULL, NULL, NULL, 0, 1, NULL, NULL, NULL, 1, 0, H, bf), purlinSuccess, "");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, NULL, 0, count, H, purlinFloat32),
+           purlinInvalidArgument, "datatype 0");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, NULL, 0, count, 0, bf), purlinInvalidArgument,
+           "hidden is 0");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, NULL, 0, count, (size_t)1 << 32, bf),
+           purlinInvalidArgument, "hidden");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, NULL, 0, count + 1, H, bf), purlinInvalidArgument,
+           "whole number of rows");
+    EXPECT(NORM(x, res, w, -1e-9f, 1, out, ro, NULL, 0, count, H, bf), purlinInvalidArgument,
+           "eps");
+    EXPECT(NORM(x, res, w, INFINITY, 1, out, ro, NULL, 0, count, H, bf),
+           purlinInvalidArgument, "eps");
+    EXPECT(NORM(x, res, w, 0, NAN, out, ro, q, 1, count, H, bf), purlinInvalidArgument,
+           "scale");
+    /* scale is not read without fp8. */
+    EXPECT(NORM(x, res, w, 0, NAN, out, ro, NULL, 0, count, H, bf), purlinSuccess, "");
+    EXPECT(NORM(x, NULL, w, 0, 1, out, ro, NULL, 0, count, H, bf), purlinInvalidArgument,
+           "residualIn is NULL");
+    EXPECT(NORM(x, res, hostBuffer, 0, 1, out, ro, NULL, 0, count, H, bf),
+           purlinInvalidArgument, "weight");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro + 1, NULL, 0, count, H, bf), purlinInvalidArgument,
+           "not aligned");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, NULL, 1, count, H, bf), purlinInvalidArgument,
+           "outFp8 is NULL");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, hostBuffer, 1, count, H, bf), purlinInvalidArgument,
+           "outFp8");
+    EXPECT(NORM(x, res, w, 0, 1, res, ro, NULL, 0, count, H, bf), purlinInvalidUsage,
+           "out overlaps");
+    EXPECT(NORM(x, res, w, 0, 1, out, out + 2, NULL, 0, count, H, bf), purlinInvalidUsage,
+           "out overlaps");
+    EXPECT(NORM(x, res, out + 100, 0, 1, out, ro, NULL, 0, count, H, bf), purlinInvalidUsage,
+           "out overlaps");
+    EXPECT(NORM(x, res, ro + 2, 0, 1, out, ro, NULL, 0, count, H, bf), purlinInvalidUsage,
+           "residualOut overlaps weight");
+    EXPECT(NORM(x, res, w, 0, 1, out, res + 2, NULL, 0, count, H, bf), purlinInvalidUsage,
+           "residualOut overlaps residualIn without being equal");
+    EXPECT(NORM(x, res, w, 0, 1, out, x + 2, NULL, 0, count, H, bf), purlinInvalidUsage,
+           "residualOut overlaps in");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, x + 100, 1, count, H, bf), purlinInvalidUsage,
+           "outFp8 overlaps");
+    EXPECT(NORM(x, res, w, 0, 1, out, ro, w, 1, count, H, bf), purlinInvalidUsage,
+           "outFp8 overlaps");
+    /* Weight and the inputs may overlap: all are only read. */
+    EXPECT(NORM(x, res, x, 0, 1, out, ro, NULL, 0, count, H, bf), purlinSuccess, "");
+#undef NORM
+  }
+
   return CHECK_EXIT();
 }

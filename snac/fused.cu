@@ -1,0 +1,146 @@
+/*
+ * fused.cu -- the latency path's fused AllReduce + residual + RMSNorm
+ * kernels and the epilogue-only kernel (fused.h), and their launches. Each
+ * fused kernel is the eager latency kernel's body (latency.cu) with the
+ * epilogue between the routine and the epoch's write-back.
+ */
+#include "snac/fused.h"
+
+#include "snac/epoch.cuh"
+#include "snac/fused.cuh"
+#include "snac/latency.cuh"
+#include "snac/latency_peers.h"
+#include "snac/throughput.h"
+
+PURLIN_STATIC_ASSERT(PURLIN_LATENCY_THREADS % SNAC_NORM_LANES == 0 &&
+                         PURLIN_LATENCY_THREADS / SNAC_NORM_LANES <= SNAC_NORM_MAX_TEAMS,
+                     "a latency CTA holds whole row teams");
+/* The epilogue-only kernel's CTAs. */
+#define NORM_THREADS (SNAC_NORM_MAX_TEAMS * SNAC_NORM_LANES)
+
+namespace {
+
+struct FusedLatencyParams {
+  SnacLatencyCall call;
+  purlinNormArgs_t norm;
+};
+
+/* After the AllReduce of this rank: every CTA's sums are visible to every
+ * CTA (the team barrier), then the rows. */
+template <purlinDataType_t D>
+__device__ __forceinline__ void fusedEpilogue(const SnacTeam& t, purlinDevComm_t* dc, int rank,
+                                              uint64_t epoch, uint64_t descriptor,
+                                              const purlinNormArgs_t& norm) {
+  __shared__ SnacNormSmem sm;
+  SnacState st;
+  snacInit(&st, dc, rank, epoch, descriptor);
+  snacTeamBarrier(dc, t, &st);
+  snacNormRows<D>(t, norm, &sm);
+}
+
+}  // namespace
+
+template <purlinDataType_t D, bool SMALL>
+__global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
+    purlinFusedLatencyKernel(const __grid_constant__ FusedLatencyParams p) {
+  const SnacTeam t = snacTeamOfLaunch();
+  const purlinLatencyArgs_t& a = p.call.a;
+  const uint64_t epoch =
+      SMALL ? snacLatencyAllReduce<D, purlinSum>(t, snacEpochFromMemory(a.devComm, t), a)
+            : snacLatencyRun<true, D, purlinSum>(t, snacEpochFromMemory(a.devComm, t), p.call);
+  fusedEpilogue<D>(t, a.devComm, a.rank, epoch, a.descriptor, p.norm);
+  snacEpochEnd(a.devComm, t, epoch);
+}
+
+template <purlinDataType_t D>
+__global__ void __launch_bounds__(NORM_THREADS)
+    purlinNormKernel(const __grid_constant__ purlinNormArgs_t a) {
+  __shared__ SnacNormSmem sm;
+  snacNormRows<D>(snacTeamOfLaunch(), a, &sm);
+}
+
+namespace {
+
+template <bool SMALL>
+cudaError_t fusedGo(const FusedLatencyParams& p, int ctas, cudaStream_t stream) {
+  switch (p.norm.dtype) {
+    case purlinFloat16:
+      purlinFusedLatencyKernel<purlinFloat16, SMALL><<<ctas, PURLIN_LATENCY_THREADS, 0, stream>>>(p);
+      break;
+    case purlinBfloat16:
+      purlinFusedLatencyKernel<purlinBfloat16, SMALL>
+          <<<ctas, PURLIN_LATENCY_THREADS, 0, stream>>>(p);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t keep(cudaError_t err, const void* k) {
+  cudaFuncAttributes a;
+  cudaError_t e = cudaFuncGetAttributes(&a, k);
+  return err != cudaSuccess ? err : e;
+}
+
+}  // namespace
+
+extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
+                                                const purlinNormArgs_t* norm, int ctas,
+                                                int smallAllReduce, cudaStream_t stream) {
+  const purlinLayout_t& l = args->layout;
+  if (ctas < 1 || ctas > PURLIN_LATENCY_MAX_CTAS || l.coll != purlinCollAllReduce ||
+      args->op != purlinSum || args->dtype != norm->dtype || args->recvbuff != norm->out ||
+      norm->sums != norm->out || l.nranks > PURLIN_DEV_MAX_RANKS ||
+      (uint64_t)ctas * PURLIN_LATENCY_THREADS < (uint64_t)l.nranks)
+    return cudaErrorInvalidConfiguration;
+  if (smallAllReduce &&
+      (l.nranks > PURLIN_LATENCY_SMALL_AR_RANKS ||
+       (l.count * l.elemBytes + 7) / 8 > (uint64_t)ctas * PURLIN_LATENCY_THREADS ||
+       (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) != 0))
+    return cudaErrorInvalidValue;
+  FusedLatencyParams p;
+  p.call.a = *args;
+  p.norm = *norm;
+  if (!smallAllReduce) {
+    purlinLatencyPeer_t peer[PURLIN_DEV_MAX_RANKS];
+    if (!purlinLatencyPeerTable(&l, NULL, args->rank, peer)) return cudaErrorInvalidValue;
+    for (int q = 0; q < l.nranks; ++q) {
+      p.call.peer[q].sendOff = peer[q].sendOff;
+      p.call.peer[q].sendBytes = peer[q].sendBytes;
+      p.call.peer[q].recvOff = peer[q].recvOff;
+      p.call.peer[q].recvBytes = peer[q].recvBytes;
+    }
+  }
+  return smallAllReduce ? fusedGo<true>(p, ctas, stream) : fusedGo<false>(p, ctas, stream);
+}
+
+/* One CTA per row team pair, up to the GPU's worth: the epilogue is a
+ * stream over rows, each row a round trip of its own. */
+extern "C" cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream) {
+  const uint64_t teams = NORM_THREADS / SNAC_NORM_LANES;
+  uint64_t ctas = (norm->rows + teams - 1) / teams;
+  if (ctas < 1) ctas = 1;
+  if (ctas > 1024) ctas = 1024;
+  switch (norm->dtype) {
+    case purlinFloat16:
+      purlinNormKernel<purlinFloat16><<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
+      break;
+    case purlinBfloat16:
+      purlinNormKernel<purlinBfloat16>
+          <<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t purlinFusedPreload(void) {
+  cudaError_t err = cudaSuccess;
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false>);
+  err = keep(err, (const void*)purlinNormKernel<purlinFloat16>);
+  err = keep(err, (const void*)purlinNormKernel<purlinBfloat16>);
+  return err;
+}

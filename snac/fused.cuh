@@ -1,0 +1,215 @@
+/*
+ * fused.cuh -- the epilogue of the fused AllReduce + residual + RMSNorm
+ * (see fused.h for what it computes and in which order) as a team
+ * routine: the fused eager kernels run it after their AllReduce, the
+ * epilogue-only kernel runs it alone, and a user kernel or the megakernel
+ * can run it with their teams.
+ *
+ * A CTA's part of the team holds nthreads / SNAC_NORM_LANES row teams;
+ * row team k of CTA c takes rows c * teams + k, then every ctas * teams
+ * after. The row's sum of squares is a fixed tree (fused.h), so neither the
+ * team's shape nor the path changes a bit. cub::WarpReduce adds each
+ * warp's partials; the warps' sums meet in shared memory behind the
+ * team's barrier (cub::BlockReduce would synchronise with __syncthreads,
+ * which a team sharing its CTA with other work must not).
+ *
+ * Every operation is written as the fp32 intrinsic that rounds to nearest
+ * (__fadd_rn, __fmul_rn, __fmaf_rn, __fdiv_rn, __fsqrt_rn): no compiler
+ * flag or contraction can change the result, and the host reference,
+ * written with the same operations, computes the same bits.
+ */
+#ifndef PURLIN_SNAC_FUSED_CUH_
+#define PURLIN_SNAC_FUSED_CUH_
+
+#include <cub/warp/warp_reduce.cuh>
+#include <stdint.h>
+
+#include "atoms/dtype.cuh"
+#include "snac/fused.h"
+#include "snac/team.cuh"
+
+/* Vectors of a row a lane handles at once: all their loads are issued
+ * before any store (a store to residualOut may alias a later load, so the
+ * compiler would otherwise keep every load behind the previous store: one
+ * memory round trip per vector, measured 3.2 us of a 4-vector row). The
+ * first chunk stays in registers between the passes; later chunks (rows
+ * past 256 * 4 * SNAC_NORM_CHUNK = 8192 elements) read residualOut back,
+ * which the same thread wrote. */
+#define SNAC_NORM_CHUNK 8
+#define SNAC_NORM_WARPS (SNAC_NORM_LANES / 32)
+
+struct SnacNormSmem {
+  float warpSum[2][SNAC_NORM_MAX_TEAMS * SNAC_NORM_WARPS]; /* double-buffered by row step */
+  typename cub::WarpReduce<float>::TempStorage reduce[SNAC_NORM_MAX_TEAMS * SNAC_NORM_WARPS];
+};
+
+/* Elements e .. e+n-1 (n <= 4) of a 16-bit array, packed low first: one
+ * 8-byte access when `vec` (n == 4, 8-byte aligned), else one per element. */
+static __device__ __forceinline__ uint64_t snacNormLoad(const void* base, uint64_t e, uint32_t n,
+                                                        bool vec) {
+  const uint16_t* p = (const uint16_t*)base + e;
+  if (vec) return *(const uint64_t*)p;
+  uint64_t v = 0;
+  for (uint32_t k = 0; k < n; ++k) v |= (uint64_t)p[k] << (16 * k);
+  return v;
+}
+
+static __device__ __forceinline__ void snacNormStore(void* base, uint64_t e, uint32_t n, bool vec,
+                                                     uint64_t v) {
+  uint16_t* p = (uint16_t*)base + e;
+  if (vec) {
+    *(uint64_t*)p = v;
+    return;
+  }
+  for (uint32_t k = 0; k < n; ++k) p[k] = (uint16_t)(v >> (16 * k));
+}
+
+/* Element k of a packed vector as fp32, and back. */
+template <purlinDataType_t D>
+static __device__ __forceinline__ float snacNormGet(uint64_t v, int k) {
+  return purlinDtype<D>::load((uint16_t)(v >> (16 * k)));
+}
+
+template <purlinDataType_t D>
+static __device__ __forceinline__ uint64_t snacNormPut(uint64_t v, int k, float x) {
+  const uint64_t r = purlinDtype<D>::store(x);
+  return (v & ~((uint64_t)0xffff << (16 * k))) | (r << (16 * k));
+}
+
+/* Where vector `c` of `lane` starts in a row of H elements, and how many
+ * elements it has (4, or the row's tail). */
+static __device__ __forceinline__ uint64_t snacNormAt(int lane, uint32_t c, uint32_t H,
+                                                      uint32_t* n) {
+  const uint32_t e = ((uint32_t)lane + c * SNAC_NORM_LANES) * SNAC_NORM_VEC;
+  *n = H - e < SNAC_NORM_VEC ? H - e : SNAC_NORM_VEC;
+  return e;
+}
+
+/* h = round(s + residual) for the vector's elements; adds h*h to `acc` in
+ * element order. */
+template <purlinDataType_t D>
+static __device__ __forceinline__ uint64_t snacNormResidual(uint64_t s, uint64_t res, uint32_t n,
+                                                            float* acc) {
+  uint64_t h = 0;
+#pragma unroll
+  for (int k = 0; k < SNAC_NORM_VEC; ++k) {
+    if ((uint32_t)k >= n) break;
+    h = snacNormPut<D>(h, k, __fadd_rn(snacNormGet<D>(s, k), snacNormGet<D>(res, k)));
+    const float hf = snacNormGet<D>(h, k);
+    *acc = __fmaf_rn(hf, hf, *acc);
+  }
+  return h;
+}
+
+/* y = (h * r) * w; out = round(y); fp8 = e4m3(y * scale) when asked. */
+template <purlinDataType_t D>
+static __device__ __forceinline__ void snacNormFinish(const purlinNormArgs_t& a, uint64_t e,
+                                                      uint32_t n, bool vec, bool vec8, uint64_t h,
+                                                      uint64_t w, float r) {
+  uint64_t o = 0;
+  uint32_t q = 0;
+#pragma unroll
+  for (int k = 0; k < SNAC_NORM_VEC; ++k) {
+    if ((uint32_t)k >= n) break;
+    const float y = __fmul_rn(__fmul_rn(snacNormGet<D>(h, k), r), snacNormGet<D>(w, k));
+    o = snacNormPut<D>(o, k, y);
+    if (a.outFp8 != NULL)
+      q |= (uint32_t)purlinDtype<purlinFp8E4M3>::store(__fmul_rn(y, a.scale)) << (8 * k);
+  }
+  snacNormStore(a.out, e, n, vec, o);
+  if (a.outFp8 != NULL) {
+    uint8_t* p = (uint8_t*)a.outFp8 + e;
+    if (vec8) {
+      *(uint32_t*)p = q;
+    } else {
+      for (uint32_t k = 0; k < n; ++k) p[k] = (uint8_t)(q >> (8 * k));
+    }
+  }
+}
+
+/* The epilogue over every row, by the whole team: CTA parts of a multiple
+ * of SNAC_NORM_LANES threads, at most SNAC_NORM_MAX_TEAMS of them. Every
+ * thread of the team calls it (rows are handed out in uniform steps, so
+ * every thread meets every barrier). `a.sums` must be complete and visible
+ * to the team (the caller's team barrier). */
+template <purlinDataType_t D>
+static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlinNormArgs_t& a,
+                                                 SnacNormSmem* sm) {
+  const int teams = t.nthreads / SNAC_NORM_LANES;
+  const int rt = t.tid / SNAC_NORM_LANES, lane = t.tid % SNAC_NORM_LANES;
+  const int warp = lane / 32;
+  const uint64_t first = (uint64_t)t.cta * teams + rt, stride = (uint64_t)t.ctas * teams;
+  const uint32_t H = a.hidden, V = (H + SNAC_NORM_VEC - 1) / SNAC_NORM_VEC;
+  const uintptr_t any = (uintptr_t)a.sums | (uintptr_t)a.residualIn | (uintptr_t)a.weight |
+                        (uintptr_t)a.out | (uintptr_t)a.residualOut;
+  const bool vec = (any & 7u) == 0 && H % SNAC_NORM_VEC == 0;
+  const bool vec8 = vec && ((uintptr_t)a.outFp8 & 3u) == 0;
+  /* Vectors of the row for this lane: lane, lane + 256, ... */
+  const uint32_t mine = (uint32_t)lane < V ? (V - 1 - (uint32_t)lane) / SNAC_NORM_LANES + 1 : 0;
+  int parity = 0;
+  for (uint64_t base = 0; base < a.rows; base += stride, parity ^= 1) {
+    const uint64_t row = base + first;
+    const bool active = row < a.rows;
+    const uint64_t r0 = row * H;
+    float acc = 0.0f;
+    uint64_t hc[SNAC_NORM_CHUNK], wc[SNAC_NORM_CHUNK];
+    /* Pass 1, a chunk at a time: h, its square sum, residualOut. */
+    for (uint32_t c0 = 0; active && c0 < mine; c0 += SNAC_NORM_CHUNK) {
+      uint64_t sv[SNAC_NORM_CHUNK], rv[SNAC_NORM_CHUNK], wv[SNAC_NORM_CHUNK];
+#pragma unroll
+      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+        if (c0 + k >= mine) break;
+        uint32_t n;
+        const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+        sv[k] = snacNormLoad(a.sums, r0 + e, n, vec);
+        rv[k] = snacNormLoad(a.residualIn, r0 + e, n, vec);
+        wv[k] = snacNormLoad(a.weight, e, n, vec);
+      }
+#pragma unroll
+      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+        if (c0 + k >= mine) break;
+        uint32_t n;
+        const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+        const uint64_t h = snacNormResidual<D>(sv[k], rv[k], n, &acc);
+        snacNormStore(a.residualOut, r0 + e, n, vec, h);
+        if (c0 == 0) {
+          hc[k] = h;
+          wc[k] = wv[k];
+        }
+      }
+    }
+    /* The row's sum: a tree in each warp, then the warps left to right. */
+    const int slot = rt * SNAC_NORM_WARPS + warp;
+    const float w = cub::WarpReduce<float>(sm->reduce[slot]).Sum(acc);
+    if ((lane & 31) == 0) sm->warpSum[parity][slot] = w;
+    snacTeamSync(t);
+    const float* ws = sm->warpSum[parity] + rt * SNAC_NORM_WARPS;
+    float total = ws[0];
+#pragma unroll
+    for (int k = 1; k < SNAC_NORM_WARPS; ++k) total = __fadd_rn(total, ws[k]);
+    if (!active) continue;
+    const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)H), a.eps)));
+    /* Pass 2: the first chunk from registers, later ones read back. */
+    for (uint32_t c0 = 0; c0 < mine; c0 += SNAC_NORM_CHUNK) {
+      if (c0 != 0) {
+#pragma unroll
+        for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+          if (c0 + k >= mine) break;
+          uint32_t n;
+          const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+          hc[k] = snacNormLoad(a.residualOut, r0 + e, n, vec);
+          wc[k] = snacNormLoad(a.weight, e, n, vec);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+        if (c0 + k >= mine) break;
+        uint32_t n;
+        const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+        snacNormFinish<D>(a, r0 + e, n, vec, vec8, hc[k], wc[k], r);
+      }
+    }
+  }
+}
+
+#endif /* PURLIN_SNAC_FUSED_CUH_ */

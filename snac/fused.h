@@ -1,0 +1,95 @@
+/*
+ * fused.h -- AllReduce fused with the epilogue that follows it in every
+ * transformer layer: residual add, then RMSNorm, optionally quantised to
+ * fp8 (purlinAllReduceResidualRMSNorm in purlin.h), host-visible part.
+ * Plain C. The epilogue's team routine is in fused.cuh; the latency path's
+ * fused kernels in fused.cu, the throughput path's in
+ * throughput_kernels.cuh (one instantiation per Atom).
+ *
+ * One kernel per call and rank: the AllReduce runs as usual, with the
+ * norm's output buffer `out` as its output; the team barrier makes every
+ * sum of this rank visible to every CTA; then each row of `hidden`
+ * elements is finished by one row team of SNAC_NORM_LANES threads:
+ *
+ *   h   = round(s + residualIn)                  -> residualOut
+ *   r   = 1 / sqrt(sum(h * h) / hidden + eps)    fp32, the fixed order below
+ *   y   = (h * r) * weight                       fp32
+ *   out = round(y);  outFp8 = e4m3_satfinite(y * scale)   (when asked)
+ *
+ * where s is the AllReduce's sum (the SCORE bits: the same on every path,
+ * CTA count and size) and every operation is one IEEE fp32 operation
+ * rounded to nearest, so the result is a function of the inputs alone.
+ * The sum of squares has one order, whatever the launch: lane l of 0..255
+ * accumulates (fused multiply-add) the elements j of the row with
+ * (j / 4) % 256 == l in increasing j; each warp of 32 lanes adds its
+ * partials as cub::WarpReduce does (offsets 1, 2, 4, 8, 16: a pairwise
+ * tree); the 8 warp sums are added left to right. tests/gpu/fused_test
+ * computes the same on the host and compares bits.
+ */
+#ifndef PURLIN_SNAC_FUSED_H_
+#define PURLIN_SNAC_FUSED_H_
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "atoms/atom.h"
+#include "runtime/purlin.h"
+
+/* The paths' arguments (latency.h, throughput.h): the paths include this
+ * header, not the other way round. */
+struct purlinLatencyArgs_t;
+struct purlinThroughputArgs_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads that finish one row; elements each lane takes per step; the
+ * most row teams in one CTA (every path's CTA holds whole row teams:
+ * asserted where the paths' kernels are). */
+#define SNAC_NORM_LANES 256
+#define SNAC_NORM_VEC 4
+#define SNAC_NORM_MAX_TEAMS 2
+
+/* The epilogue of one call on one rank. `sums` holds the AllReduce's
+ * result (the fused kernels: `out` itself). */
+typedef struct purlinNormArgs_t {
+  const void* sums;
+  const void* residualIn;
+  const void* weight; /* hidden elements */
+  void* out;
+  void* residualOut;
+  void* outFp8;   /* NULL: no fp8 output */
+  uint64_t rows;  /* count / hidden */
+  uint32_t hidden;
+  purlinDataType_t dtype; /* purlinFloat16 or purlinBfloat16 */
+  float eps;
+  float scale; /* multiplies y before the fp8 conversion */
+} purlinNormArgs_t;
+
+/* The latency path's fused kernel: the AllReduce of `args` (recvbuff is
+ * norm->out, op sum) on `ctas` CTAs of PURLIN_LATENCY_THREADS threads, the
+ * small routine when `smallAllReduce`, then the epilogue. */
+cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
+                                     const purlinNormArgs_t* norm, int ctas, int smallAllReduce,
+                                     cudaStream_t stream);
+
+/* The throughput path's fused kernel with Atom `atom`. */
+cudaError_t purlinFusedThroughputLaunch(const struct purlinThroughputArgs_t* args,
+                                        const purlinNormArgs_t* norm, int ctas,
+                                        purlinAtomKind_t atom, cudaStream_t stream);
+
+/* The epilogue alone, from norm->sums, as its own kernel: for calls whose
+ * AllReduce runs elsewhere (a session's megakernel) and as the unfused
+ * baseline of bench/fused. Needs no communicator. */
+cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream);
+
+/* Loads the fused latency kernels and the epilogue kernel on the current
+ * device (the throughput path's load with purlinThroughputPreload). */
+cudaError_t purlinFusedPreload(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PURLIN_SNAC_FUSED_H_ */
