@@ -11,7 +11,11 @@
  * timing, each shape runs once per mode and the fused outputs (out and
  * residualOut) must equal the unfused ones bit for bit.
  *
- *   fused [json] [ranks]
+ *   fused [json] [ranks] [collectiveCtas]
+ *
+ * collectiveCtas (config.collectiveCtas, default 0: the plan's) forces the
+ * CTA count of both modes' AllReduce, e.g. 1 to take the cross-CTA team
+ * barrier out of the fused kernel.
  */
 #include <algorithm>
 #include <stdio.h>
@@ -141,8 +145,9 @@ int main(int argc, char** argv) {
   const char* jsonPath = argc > 1 ? argv[1] : NULL;
   Bench B;
   B.n = argc > 2 ? atoi(argv[2]) : 8;
-  if (B.n < 1 || B.n > 16) {
-    fprintf(stderr, "usage: fused [json] [ranks 1..16]\n");
+  const int ctas = argc > 3 ? atoi(argv[3]) : 0;
+  if (B.n < 1 || B.n > 16 || ctas < 0 || ctas > 32) {
+    fprintf(stderr, "usage: fused [json] [ranks 1..16] [collectiveCtas 0..32]\n");
     return 2;
   }
   cudaDeviceProp prop;
@@ -150,7 +155,9 @@ int main(int argc, char** argv) {
   const size_t maxRows = 128, maxHidden = 8192, cap = maxRows * maxHidden;
   std::vector<purlinComm_t> comms(B.n);
   std::vector<int> devices(B.n, 0);
-  GPU_PURLIN_OK(purlinCommInitAll(comms.data(), B.n, devices.data()));
+  purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
+  cfg.collectiveCtas = ctas;
+  GPU_PURLIN_OK(purlinCommInitAllConfig(comms.data(), B.n, devices.data(), &cfg));
   GPU_CUDA_OK(cudaSetDevice(0));
   GPU_CUDA_OK(cudaStreamCreateWithFlags(&B.main, cudaStreamNonBlocking));
   GPU_CUDA_OK(cudaEventCreateWithFlags(&B.fork, cudaEventDisableTiming));
@@ -172,8 +179,8 @@ int main(int argc, char** argv) {
   }
   printf("# bench/fused: AllReduce + residual + RMSNorm, bf16, %d ranks on %s (one GPU); %d "
          "calls per graph, median of %d replays; unfused = purlinAllReduce + the epilogue "
-         "kernel\n",
-         B.n, prop.name, kCalls, kReplays);
+         "kernel; collectiveCtas %d%s\n",
+         B.n, prop.name, kCalls, kReplays, ctas, ctas == 0 ? " (the plan's)" : "");
   printf("%7s %7s %10s | %10s %10s %10s | %12s %12s %14s\n", "tokens", "hidden", "bytes",
          "allreduce", "unfused", "fused", "fused/unfus", "epilogue", "epilogue");
   printf("%7s %7s %10s | %10s %10s %10s | %12s %12s %14s\n", "", "", "", "us", "us", "us", "",

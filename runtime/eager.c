@@ -48,9 +48,10 @@ purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   } else {
     purlinThroughputArgs_t a;
     purlinThroughputArgsFromDesc(d, comm->devComm, comm->nranks, &a);
-    err = norm != NULL
-              ? purlinFusedThroughputLaunch(&a, norm, d->ctas, (purlinAtomKind_t)d->atom, stream)
-              : purlinThroughputLaunch(&a, hostCounts, d->ctas, (purlinAtomKind_t)d->atom, stream);
+    err = purlinThroughputLaunch(&a, hostCounts, d->ctas, (purlinAtomKind_t)d->atom, stream);
+    /* The fused call's epilogue as a kernel of its own here (snac/fused.h
+     * says why). */
+    if (err == cudaSuccess && norm != NULL) err = purlinNormLaunch(norm, stream);
   }
   if (err != cudaSuccess) res = purlinCudaError(err, "purlinEagerLaunch", __FILE__, __LINE__);
   else res = purlinOrderAfter(&comm->order, stream);

@@ -22,9 +22,10 @@ extern "C" {
  * device, whatever the calling thread's current device; restored after).
  * V forms with host counts pass them in `hostCounts` (d->counts is 0):
  * the launch carries them by value, so a captured graph replays them.
- * With `norm` (an AllReduce sum into norm->out), the path's fused kernel
- * runs the AllReduce and then the epilogue (snac/fused.h); NULL for every
- * other call. Stream-ordered and capturable; no synchronisation. Returns
+ * With `norm` (an AllReduce sum into norm->out), the AllReduce and then
+ * the epilogue (snac/fused.h): one fused kernel on the latency path, the
+ * AllReduce's kernel and the epilogue's on the throughput path; NULL for
+ * every other call. Stream-ordered and capturable; no synchronisation. Returns
  * purlinCudaError for a failed launch. */
 purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
                                  const uint64_t* hostCounts, const purlinNormArgs_t* norm,

@@ -467,9 +467,11 @@ PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
 
 /* --- AllReduce fused with residual add and RMSNorm --------------------------
  *
- * The epilogue of every tensor-parallel transformer layer in one kernel per
- * rank (the argument set of FlashInfer's / TensorRT-LLM's allreduce
- * fusion). `count` = tokens x `hidden` elements, row t at t * hidden:
+ * The epilogue of every tensor-parallel transformer layer fused with its
+ * AllReduce (the argument set of FlashInfer's / TensorRT-LLM's allreduce
+ * fusion): one kernel per rank on the latency path (decode sizes); on the
+ * throughput path the AllReduce's kernel and then the epilogue's
+ * (snac/fused.h says why). `count` = tokens x `hidden` elements, row t at t * hidden:
  *
  *   s           = AllReduce(in), sum            (the same bits as purlinAllReduce)
  *   residualOut = round(s + residualIn)

@@ -10,7 +10,6 @@
 #include "snac/fused.cuh"
 #include "snac/latency.cuh"
 #include "snac/latency_peers.h"
-#include "snac/throughput.h"
 
 PURLIN_STATIC_ASSERT(PURLIN_LATENCY_THREADS % SNAC_NORM_LANES == 0 &&
                          PURLIN_LATENCY_THREADS / SNAC_NORM_LANES <= SNAC_NORM_MAX_TEAMS,

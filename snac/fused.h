@@ -2,14 +2,20 @@
  * fused.h -- AllReduce fused with the epilogue that follows it in every
  * transformer layer: residual add, then RMSNorm, optionally quantised to
  * fp8 (purlinAllReduceResidualRMSNorm in purlin.h), host-visible part.
- * Plain C. The epilogue's team routine is in fused.cuh; the latency path's
- * fused kernels in fused.cu, the throughput path's in
- * throughput_kernels.cuh (one instantiation per Atom).
+ * Plain C. The epilogue's team routine is in fused.cuh; the kernels in
+ * fused.cu.
  *
- * One kernel per call and rank: the AllReduce runs as usual, with the
- * norm's output buffer `out` as its output; the team barrier makes every
- * sum of this rank visible to every CTA; then each row of `hidden`
- * elements is finished by one row team of SNAC_NORM_LANES threads:
+ * On the latency path (the decode sizes) one kernel per call and rank:
+ * the AllReduce runs as usual, with the norm's output buffer `out` as its
+ * output; the team barrier makes every sum of this rank visible to every
+ * CTA; then each row of `hidden` elements is finished by one row team of
+ * SNAC_NORM_LANES threads. On the throughput path the AllReduce's own
+ * kernel writes the sums into `out` and the epilogue-only kernel follows
+ * it. Measured on one H200 (bench/results/2026-12-02-h200-fused): the
+ * plan gives the throughput AllReduce one CTA per 512 KiB, so one kernel
+ * finished 16-128 rows on 2-4 row teams and was 1.7-3.4x slower than the
+ * two kernels from 128 KiB on, where the second launch costs ~2 us of a
+ * 30-100 us call. Either way:
  *
  *   h   = round(s + residualIn)                  -> residualOut
  *   r   = 1 / sqrt(sum(h * h) / hidden + eps)    fp32, the fixed order below
@@ -35,10 +41,8 @@
 #include "atoms/atom.h"
 #include "runtime/purlin.h"
 
-/* The paths' arguments (latency.h, throughput.h): the paths include this
- * header, not the other way round. */
+/* The latency path's arguments (latency.h). */
 struct purlinLatencyArgs_t;
-struct purlinThroughputArgs_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,18 +78,13 @@ cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
                                      const purlinNormArgs_t* norm, int ctas, int smallAllReduce,
                                      cudaStream_t stream);
 
-/* The throughput path's fused kernel with Atom `atom`. */
-cudaError_t purlinFusedThroughputLaunch(const struct purlinThroughputArgs_t* args,
-                                        const purlinNormArgs_t* norm, int ctas,
-                                        purlinAtomKind_t atom, cudaStream_t stream);
-
-/* The epilogue alone, from norm->sums, as its own kernel: for calls whose
- * AllReduce runs elsewhere (a session's megakernel) and as the unfused
- * baseline of bench/fused. Needs no communicator. */
+/* The epilogue alone, from norm->sums, as its own kernel: after the
+ * throughput path's AllReduce, after a session's (the megakernel's), and
+ * as the unfused baseline of bench/fused. Needs no communicator. */
 cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream);
 
 /* Loads the fused latency kernels and the epilogue kernel on the current
- * device (the throughput path's load with purlinThroughputPreload). */
+ * device. */
 cudaError_t purlinFusedPreload(void);
 
 #ifdef __cplusplus

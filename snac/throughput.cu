@@ -5,8 +5,6 @@
  */
 #include "snac/throughput.h"
 
-#include "snac/fused.h"
-
 #include "snac/throughput_kernels.cuh"
 
 cudaError_t purlinThroughputLaunchGeneric(const SnacThroughputParams* p, int ctas,
@@ -15,12 +13,6 @@ cudaError_t purlinThroughputLaunchAmpere(const SnacThroughputParams* p, int ctas
                                          cudaStream_t stream);
 cudaError_t purlinThroughputLaunchHopper(const SnacThroughputParams* p, int ctas,
                                          cudaStream_t stream);
-cudaError_t purlinThroughputNormLaunchGeneric(const SnacThroughputNormParams* p, int ctas,
-                                              cudaStream_t stream);
-cudaError_t purlinThroughputNormLaunchAmpere(const SnacThroughputNormParams* p, int ctas,
-                                             cudaStream_t stream);
-cudaError_t purlinThroughputNormLaunchHopper(const SnacThroughputNormParams* p, int ctas,
-                                             cudaStream_t stream);
 cudaError_t purlinThroughputPreloadGeneric(void);
 cudaError_t purlinThroughputPreloadAmpere(void);
 cudaError_t purlinThroughputPreloadHopper(void);
@@ -58,25 +50,6 @@ extern "C" cudaError_t purlinThroughputLaunch(const purlinThroughputArgs_t* args
     case purlinAtomGeneric: return purlinThroughputLaunchGeneric(&p, ctas, stream);
     case purlinAtomAmpere: return purlinThroughputLaunchAmpere(&p, ctas, stream);
     case purlinAtomHopper: return purlinThroughputLaunchHopper(&p, ctas, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
-extern "C" cudaError_t purlinFusedThroughputLaunch(const purlinThroughputArgs_t* args,
-                                                   const purlinNormArgs_t* norm, int ctas,
-                                                   purlinAtomKind_t atom, cudaStream_t stream) {
-  if (args->layout.coll != purlinCollAllReduce || args->op != purlinSum ||
-      args->dtype != norm->dtype || args->recvbuff != norm->out || norm->sums != norm->out ||
-      ctas < 1 || ctas > PURLIN_THROUGHPUT_MAX_CTAS)
-    return cudaErrorInvalidConfiguration;
-  SnacThroughputNormParams p;
-  p.a = *args;
-  p.a.layout.counts = NULL;
-  p.norm = *norm;
-  switch (atom) {
-    case purlinAtomGeneric: return purlinThroughputNormLaunchGeneric(&p, ctas, stream);
-    case purlinAtomAmpere: return purlinThroughputNormLaunchAmpere(&p, ctas, stream);
-    case purlinAtomHopper: return purlinThroughputNormLaunchHopper(&p, ctas, stream);
     default: return cudaErrorInvalidValue;
   }
 }

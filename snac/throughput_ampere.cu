@@ -10,8 +10,3 @@ cudaError_t purlinThroughputLaunchAmpere(const SnacThroughputParams* p, int ctas
 }
 
 cudaError_t purlinThroughputPreloadAmpere(void) { return purlinThroughputPreloadWith<purlinAtomAmpereT>(); }
-
-cudaError_t purlinThroughputNormLaunchAmpere(const SnacThroughputNormParams* p, int ctas,
-                                         cudaStream_t stream) {
-  return purlinThroughputNormLaunchWith<purlinAtomAmpereT>(p, ctas, stream);
-}

@@ -10,8 +10,3 @@ cudaError_t purlinThroughputLaunchGeneric(const SnacThroughputParams* p, int cta
 }
 
 cudaError_t purlinThroughputPreloadGeneric(void) { return purlinThroughputPreloadWith<purlinAtomGenericT>(); }
-
-cudaError_t purlinThroughputNormLaunchGeneric(const SnacThroughputNormParams* p, int ctas,
-                                         cudaStream_t stream) {
-  return purlinThroughputNormLaunchWith<purlinAtomGenericT>(p, ctas, stream);
-}

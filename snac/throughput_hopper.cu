@@ -10,8 +10,3 @@ cudaError_t purlinThroughputLaunchHopper(const SnacThroughputParams* p, int ctas
 }
 
 cudaError_t purlinThroughputPreloadHopper(void) { return purlinThroughputPreloadWith<purlinAtomHopperT>(); }
-
-cudaError_t purlinThroughputNormLaunchHopper(const SnacThroughputNormParams* p, int ctas,
-                                         cudaStream_t stream) {
-  return purlinThroughputNormLaunchWith<purlinAtomHopperT>(p, ctas, stream);
-}

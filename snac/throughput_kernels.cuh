@@ -12,7 +12,6 @@
 #include <cuda/atomic>
 
 #include "snac/epoch.cuh"
-#include "snac/fused.cuh"
 #include "snac/throughput.cuh"
 
 /* A launch's parameters: the arguments and the V counts the host holds
@@ -39,107 +38,34 @@ __global__ void __launch_bounds__(PURLIN_THROUGHPUT_THREADS, REDUCE ? 0 : 1)
   snacEpochEnd(p.a.devComm, t, epoch);
 }
 
-/* The fused AllReduce + residual + RMSNorm (fused.h) on this path: the
- * AllReduce into norm.out, the team barrier, the epilogue. The routine's
- * shared memory is free once it returns, so the epilogue's reuses it. */
-PURLIN_STATIC_ASSERT(PURLIN_THROUGHPUT_THREADS % SNAC_NORM_LANES == 0 &&
-                         PURLIN_THROUGHPUT_THREADS / SNAC_NORM_LANES <= SNAC_NORM_MAX_TEAMS,
-                     "a throughput CTA holds whole row teams");
-
-struct SnacThroughputNormParams {
-  purlinThroughputArgs_t a;
-  purlinNormArgs_t norm;
-};
-
-template <typename A, purlinDataType_t D>
-__global__ void __launch_bounds__(PURLIN_THROUGHPUT_THREADS)
-    purlinThroughputNormKernel(const __grid_constant__ SnacThroughputNormParams p) {
-  extern __shared__ __align__(128) unsigned char atomSmem[];
-  __shared__ union {
-    SnacThroughputSmem routine;
-    SnacNormSmem norm;
-  } sh;
-  const SnacTeam t = snacTeamOfLaunch();
-  purlinDevComm_t* dc = p.a.devComm;
-  const uint64_t epoch = snacEpochBegin(dc, t);
-  snacThroughputRun<A, true, D, purlinSum>(t, epoch, p.a, NULL, &sh.routine, atomSmem);
-  SnacState st;
-  snacInit(&st, dc, dc->rank, epoch, p.a.descriptor);
-  snacTeamBarrier(dc, t, &st);
-  snacNormRows<D>(t, p.norm, &sh.norm);
-  snacEpochEnd(dc, t, epoch);
-}
-
 /* Devices (bit d) on which a kernel's shared-memory attribute is set: once
  * per kernel and device, not at every launch. Racing first launches both
- * set it, which is harmless. One set of bits per kernel: K is the kernel
- * itself. */
-template <const void* (*K)(void)>
-struct KernelSmemSetup {
+ * set it, which is harmless. */
+template <typename A, bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
+struct ThroughputKernelSetup {
   static unsigned long long devices;
 };
-template <const void* (*K)(void)>
-unsigned long long KernelSmemSetup<K>::devices = 0;
+template <typename A, bool REDUCE, purlinDataType_t D, purlinRedOp_t O>
+unsigned long long ThroughputKernelSetup<A, REDUCE, D, O>::devices = 0;
 
-/* Sets kernel K's dynamic shared-memory size on the current device once
- * (KernelSmemSetup), which also loads it there. */
-template <const void* (*K)(void)>
-static cudaError_t kernelSmemSetup(int smemBytes) {
-  if (smemBytes == 0) return cudaSuccess;
+/* Sets kernel <A, R, D, O>'s shared-memory attribute on the current device
+ * once (ThroughputKernelSetup), which also loads it there. */
+template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
+static cudaError_t throughputKernelSetup(void) {
+  void (*k)(const SnacThroughputParams) = purlinThroughputKernel<A, R, D, O>;
+  if (A::smemBytes == 0) return cudaSuccess;
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   cuda::atomic_ref<unsigned long long, cuda::thread_scope_system> set(
-      KernelSmemSetup<K>::devices);
+      ThroughputKernelSetup<A, R, D, O>::devices);
   const unsigned long long bit = dev < 64 ? 1ull << dev : 0ull;
   if (bit == 0 || (set.load(cuda::memory_order_acquire) & bit) == 0) {
-    err = cudaFuncSetAttribute(K(), cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes);
+    err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, A::smemBytes);
     if (err != cudaSuccess) return err;
     set.fetch_or(bit, cuda::memory_order_release);
   }
   return cudaSuccess;
-}
-
-template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
-static const void* throughputKernelOf(void) {
-  return (const void*)purlinThroughputKernel<A, R, D, O>;
-}
-
-template <typename A, purlinDataType_t D>
-static const void* throughputNormKernelOf(void) {
-  return (const void*)purlinThroughputNormKernel<A, D>;
-}
-
-/* Sets kernel <A, R, D, O>'s shared-memory attribute on the current device
- * once, which also loads it there. */
-template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
-static cudaError_t throughputKernelSetup(void) {
-  return kernelSmemSetup<throughputKernelOf<A, R, D, O> >(A::smemBytes);
-}
-
-template <typename A, purlinDataType_t D>
-static cudaError_t throughputNormKernelSetup(void) {
-  return kernelSmemSetup<throughputNormKernelOf<A, D> >(A::smemBytes);
-}
-
-template <typename A, purlinDataType_t D>
-static cudaError_t throughputNormGo(const SnacThroughputNormParams* p, int ctas,
-                                    cudaStream_t stream) {
-  cudaError_t err = throughputNormKernelSetup<A, D>();
-  if (err != cudaSuccess) return err;
-  purlinThroughputNormKernel<A, D><<<ctas, PURLIN_THROUGHPUT_THREADS, A::smemBytes, stream>>>(*p);
-  return cudaGetLastError();
-}
-
-/* The fused kernel of Atom A for the epilogue's datatype. */
-template <typename A>
-static cudaError_t purlinThroughputNormLaunchWith(const SnacThroughputNormParams* p, int ctas,
-                                                  cudaStream_t stream) {
-  switch (p->norm.dtype) {
-    case purlinFloat16: return throughputNormGo<A, purlinFloat16>(p, ctas, stream);
-    case purlinBfloat16: return throughputNormGo<A, purlinBfloat16>(p, ctas, stream);
-    default: return cudaErrorInvalidValue;
-  }
 }
 
 template <typename A>
@@ -189,9 +115,6 @@ static cudaError_t purlinThroughputPreloadWith(void) {
       purlinDispatchDtypeOp((purlinDataType_t)d, (purlinRedOp_t)o, l);
   l.keep(throughputKernelSetup<A, false, purlinFloat32, purlinSum>(),
          (const void*)purlinThroughputKernel<A, false, purlinFloat32, purlinSum>);
-  l.keep(throughputNormKernelSetup<A, purlinFloat16>(), throughputNormKernelOf<A, purlinFloat16>());
-  l.keep(throughputNormKernelSetup<A, purlinBfloat16>(),
-         throughputNormKernelOf<A, purlinBfloat16>());
   return l.err;
 }
 
