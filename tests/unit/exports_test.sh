@@ -10,7 +10,7 @@ bad=$(printf '%s\n' "$syms" | grep -v '^purlin' | grep -v '^_\(_bss_start\|edata
 if [ -n "$bad" ]; then
   echo "FAIL: libpurlin.so exports non-purlin symbols:"; echo "$bad"; exit 1
 fi
-declared=$(grep -o '^PURLIN_API [^(]*(' "$header" | sed 's/.*[ *]\(purlin[A-Za-z]*\)(/\1/' | sort -u)
+declared=$(grep -o '^PURLIN_API [^(]*(' "$header" | sed 's/.*[ *]\(purlin[A-Za-z0-9_]*\)(/\1/' | sort -u)
 [ -n "$declared" ] || { echo "FAIL: no PURLIN_API declarations found in $header"; exit 1; }
 missing=0
 for f in $declared; do
