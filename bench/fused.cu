@@ -23,6 +23,7 @@
 #include <string.h>
 #include <vector>
 
+#include "atoms/dtype.cuh"
 #include "bench/harness.h"
 #include "runtime/purlin.h"
 #include "snac/fused.h"
@@ -133,12 +134,6 @@ static size_t checkShape(Bench* B) {
   return wrong;
 }
 
-static uint16_t bf16Of(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
 int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   if (benchDeviceCount("fused") == 0) return 0;
@@ -171,9 +166,10 @@ int main(int argc, char** argv) {
     uint16_t** bufs[] = {&k.in, &k.res, &k.w, &k.out, &k.resOut, &k.refOut, &k.refResOut};
     for (uint16_t** b : bufs) GPU_CUDA_OK(cudaMalloc((void**)b, cap * 2));
     for (int which = 0; which < 3; ++which) {
-      for (size_t i = 0; i < cap; ++i)
-        h[i] = bf16Of(((int)(benchMix(((uint64_t)r << 40) ^ ((uint64_t)which << 36) ^ i) % 201) -
-                       100) / 32.0f);
+      for (size_t i = 0; i < cap; ++i) {
+        const uint32_t m = benchMix(((uint64_t)r << 40) ^ ((uint64_t)which << 36) ^ i);
+        h[i] = purlinDtype<purlinBfloat16>::store(((int)(m % 201) - 100) / 32.0f);
+      }
       GPU_CUDA_OK(cudaMemcpy(*bufs[which], h.data(), cap * 2, cudaMemcpyHostToDevice));
     }
   }

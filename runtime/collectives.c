@@ -227,7 +227,7 @@ static purlinResult_t normRun(purlinComm_t handle, const char* fn, const void* i
     norm.out = out;
     norm.residualOut = residualOut;
     norm.outFp8 = outFp8;
-    norm.rows = hidden != 0 ? count / hidden : 0;
+    norm.rows = count / hidden; /* hidden >= 1: checked */
     norm.hidden = (uint32_t)hidden;
     norm.dtype = dtype;
     norm.eps = eps;
