@@ -71,7 +71,7 @@ struct purlinBootstrap {
   uint32_t step; /* all-gathers started */
   purlinBootstrapId_t id;
   purlinBootstrapFrameRules_t rules; /* of the frames this rank receives */
-  int64_t deadline; /* CLOCK_MONOTONIC ns; fixed at open, bounds everything */
+  int64_t deadline; /* CLOCK_MONOTONIC ns; set at open (bounds the init), renewed per later exchange */
   /* Rank 0: sock[q] is rank q's connection. Other ranks: sock[0] is the
    * connection to rank 0. -1 where there is none. */
   int sock[PURLIN_MAX_RANKS];
@@ -1717,6 +1717,10 @@ purlinResult_t purlinBootstrapOpen(purlinBootstrap_t** session, const purlinBoot
   }
   *session = b;
   return purlinSuccess;
+}
+
+void purlinBootstrapRenewDeadline(purlinBootstrap_t* b) {
+  if (b != NULL) b->deadline = nowNs() + (int64_t)b->timeoutMs * 1000000ll;
 }
 
 purlinResult_t purlinBootstrapAllGather(purlinBootstrap_t* b, const void* mine, size_t bytes,

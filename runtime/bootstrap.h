@@ -275,6 +275,12 @@ purlinResult_t purlinBootstrapOpen(purlinBootstrap_t** session, const purlinBoot
 purlinResult_t purlinBootstrapAllGather(purlinBootstrap_t* session, const void* mine, size_t bytes,
                                         void* all, int fd, int* fds);
 
+/* Starts a new deadline of timeoutMs from now. The deadline set at open
+ * bounds the whole init (every all-gather of it together); a session kept
+ * for the communicator's life (symmetric buffers, runtime/window.c) renews
+ * it before each later exchange, so that each is bounded by timeoutMs. */
+void purlinBootstrapRenewDeadline(purlinBootstrap_t* session);
+
 /* Closes every socket of the session and frees it. NULL is a no-op. */
 void purlinBootstrapClose(purlinBootstrap_t* session);
 

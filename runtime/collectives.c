@@ -20,6 +20,7 @@
 #include "runtime/plan.h"
 #include "runtime/platform.h"
 #include "runtime/session.h"
+#include "runtime/window.h"
 #include "snac/descriptor.h"
 #include "snac/fused.h"
 #include "snac/latency.h"
@@ -64,7 +65,8 @@ purlinResult_t purlinCollPrepare(purlinComm_t comm) {
    * staged rounds on one GPU; README). Read when a communicator makes its
    * first collective call. */
   const char* env = getenv("PURLIN_DIRECT");
-  if (env != NULL && strcmp(env, "0") == 0) f->direct = 0;
+  comm->directOff = env != NULL && strcmp(env, "0") == 0;
+  if (comm->directOff) f->direct = 0;
   f->latencyBytes = comm->layout.latencyBytes;
   f->throughputBytes = comm->layout.throughputBytes;
   f->forcedPath = comm->config.path;
@@ -72,6 +74,38 @@ purlinResult_t purlinCollPrepare(purlinComm_t comm) {
   /* Eager launches (executorCtas 0): the plan picks the shape. */
   comm->collReady = 1;
   return purlinSuccess;
+}
+
+/*
+ * Symmetric buffers (window.h): a throughput-path call whose sendbuff and
+ * recvbuff both lie, whole, in buffers of the rank's window runs in place
+ * between any ranks. Its descriptor carries the buffers' window addresses
+ * (a registered buffer's alias; purlinMemAlloc's are their own) and the
+ * DIRECT flag, and the device announces window offsets to the peers
+ * (snac/throughput.cuh). Returns 1 and the window addresses, or 0 (the
+ * call runs as the group's facts say). A table lookup only when the rank
+ * has buffers at all, so a communicator without them pays one load.
+ *
+ * The plan is not made again for a symmetric call: the CTA count must be
+ * the same on every rank (CTA b talks to CTA b), and a peer whose buffers
+ * are not symmetric in the same call plans with the group's facts, so
+ * every rank does (the per-peer header tells each rank how to reach each
+ * peer; with the default staging buffers the facts' direct bit does not
+ * change the CTA count anyway).
+ */
+static int collSymmetric(const struct purlinComm* comm, const purlinLayout_t* l, int onDevice,
+                         const void* sendbuff, const void* recvbuff, uint64_t* sendAt,
+                         uint64_t* recvAt) {
+  if (comm->directOff || comm->group->windows[comm->rank].count == 0) return 0;
+  /* With counts in device memory the extents are unknown here: only
+   * buffers of purlinMemAlloc, whose window address is the caller's, are
+   * taken at their first byte (a registered alias ends where the
+   * allocation does, which the caller's buffer need not). */
+  const uint64_t eb = l->elemBytes;
+  const uint64_t sendBytes = onDevice ? 0 : purlinLayoutInputCount(l, comm->rank) * eb;
+  const uint64_t recvBytes = onDevice ? 0 : purlinLayoutOutputCount(l, comm->rank) * eb;
+  return purlinWindowTranslate(comm, sendbuff, sendBytes, onDevice, sendAt) &&
+         purlinWindowTranslate(comm, recvbuff, recvBytes, onDevice, recvAt);
 }
 
 /* Checks, plans and runs one call on an entered communicator; with
@@ -127,9 +161,16 @@ static purlinResult_t collRunIn(struct purlinComm* comm, const char* fn, purlinC
     purlinResult_t again = PURLIN_ERROR(res, "%s: %s", fn, purlinThreadLastError());
     return collFail(comm, again);
   }
+  uint64_t sendAt = 0, recvAt = 0;
+  const int symmetric = plan.path == purlinPathThroughput &&
+                        collSymmetric(comm, &l, onDevice, sendbuff, recvbuff, &sendAt, &recvAt);
+  const int direct = symmetric || comm->planFacts.direct;
   purlinCollDesc_t d;
-  purlinPlanDescribe(&plan, &l, dtype, op, sendbuff, recvbuff,
-                     onDevice ? (const uint64_t*)counts : NULL, comm->planFacts.direct, &d);
+  purlinPlanDescribe(&plan, &l, dtype, op,
+                     symmetric ? (const void*)(uintptr_t)sendAt : sendbuff,
+                     symmetric ? (void*)(uintptr_t)recvAt : recvbuff,
+                     onDevice ? (const uint64_t*)counts : NULL, direct, &d);
+  comm->lastKind = plan.path != purlinPathThroughput ? 0 : symmetric ? 2 : direct ? 1 : 0;
   if (prepared != NULL) {
     *prepared = d;
     return purlinSuccess;

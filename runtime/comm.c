@@ -335,14 +335,18 @@ static purlinResult_t groupAllocAbort(struct purlinGroup* group) {
 }
 
 /* Releases a group's device and host resources in reverse order of
- * acquisition: the abort word, then the peer processes' heaps (mapped after
- * this process's own, in rank order), then the heaps created here. */
+ * acquisition: the abort word, then the symmetric buffers and their windows
+ * (window.h), then the peer processes' heaps (mapped after this process's
+ * own, in rank order), then the heaps created here, and last the bootstrap
+ * session kept from the rendezvous. */
 static void groupRelease(struct purlinGroup* group) {
   if (group->abortHost != NULL) cudaFreeHost((void*)group->abortHost);
+  purlinWindowsRelease(group);
   for (int r = group->nranks - 1; r >= 0; --r)
     if (group->heaps[r].imported) purlinHeapRelease(&group->heaps[r]);
   for (int r = group->nranks - 1; r >= 0; --r)
     if (!group->heaps[r].imported) purlinHeapRelease(&group->heaps[r]);
+  purlinBootstrapClose(group->boot);
   free(group);
 }
 
@@ -363,6 +367,11 @@ static purlinResult_t writeDevComm(const struct purlinGroup* group, const purlin
   dc.abortWord = group->abortDevice;
   dc.timeoutMs = config->timeoutMs;
   for (int p = 0; p < group->nranks; ++p) dc.peerHeap[p] = (uint64_t)group->heaps[p].base;
+  /* Fixed for the communicator's life: buffers come and go inside the
+   * windows, which do not move. */
+  dc.windowBytes = group->windowBytes;
+  for (int p = 0; p < group->nranks && group->windowBytes != 0; ++p)
+    dc.peerWindow[p] = (uint64_t)group->windows[p].base;
   void* base = (void*)(uintptr_t)group->heaps[r].base;
   PURLIN_CUDA_CHECK(cudaSetDevice(group->devices[r]));
   PURLIN_CUDA_CHECK(cudaMemset(base, 0, PURLIN_HEAP_CONTROL_BYTES));
@@ -417,12 +426,14 @@ PURLIN_API purlinResult_t purlinCommInitAllConfig(purlinComm_t* comms, int nrank
     PURLIN_CHECK_GOTO(purlinHeapGranularity(placement[r], &g), res, fail);
     if (g > granularity) granularity = g;
   }
+  group->granularity = granularity;
   PURLIN_CHECK_GOTO(purlinHeapLayoutCompute(&cfg, granularity, &layout), res, fail);
   for (int r = 0; r < nranks; ++r)
     PURLIN_CHECK_GOTO(purlinHeapCreate(&group->heaps[r], placement[r], layout.heapBytes), res,
                       fail);
   for (int r = 0; r < nranks; ++r)
     PURLIN_CHECK_GOTO(purlinHeapSetAccess(&group->heaps[r], placement, nranks), res, fail);
+  PURLIN_CHECK_GOTO(purlinWindowsReserve(group, cfg.windowBytes), res, fail);
 
   PURLIN_CUDA_CHECK_GOTO(cudaSetDevice(placement[0]), res, fail);
   PURLIN_CHECK_GOTO(groupAllocAbort(group), res, fail);
@@ -523,6 +534,9 @@ static purlinResult_t configsAgree(const purlinConfig_t* c, const purlinConfig_t
       {"path", (unsigned long long)c->path, (unsigned long long)c0->path},
       {"collectiveCtas", (unsigned long long)c->collectiveCtas,
        (unsigned long long)c0->collectiveCtas},
+      /* Every rank reserves the same windows, so buffers placed first-fit
+       * land at the same offsets everywhere (window.h). */
+      {"windowBytes", c->windowBytes, c0->windowBytes},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i)
     PURLIN_RETURN_IF(fields[i].value != fields[i].value0, purlinInvalidUsage,
@@ -703,6 +717,7 @@ static purlinResult_t rankSetup(struct purlinGroup** out, const purlinRankInfo_t
    * and every rank computes the same heap size. */
   for (int p = 0; p < nranks; ++p)
     if (infos[p].granularity > granularity) granularity = (size_t)infos[p].granularity;
+  group->granularity = granularity;
   PURLIN_CHECK(purlinHeapLayoutCompute(config, granularity, layout));
   PURLIN_CHECK(purlinHeapCreate(&group->heaps[rank], device, layout->heapBytes));
   PURLIN_CHECK(purlinHeapSetAccess(&group->heaps[rank], &device, 1));
@@ -728,6 +743,9 @@ static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int ownFd
     peerFds[p] = -1;
     PURLIN_CHECK(res);
   }
+  /* This rank's window and a view of every peer's: address space the
+   * symmetric buffers are mapped into later. */
+  PURLIN_CHECK(purlinWindowsReserve(group, config->windowBytes));
   PURLIN_CHECK(groupAllocAbort(group));
   PURLIN_CHECK(writeDevComm(group, config, layout, rank));
 
@@ -779,8 +797,9 @@ static purlinResult_t shareOutcome(purlinBootstrap_t* boot, purlinResult_t local
  * exchanges: descriptions (checked alike on every rank), then each rank's
  * setup outcome with its heap's descriptor, then each rank's mapping
  * outcome; the last one also guarantees that every rank's control region is
- * initialised before any rank returns. Sockets and descriptors are closed
- * on every path.
+ * initialised before any rank returns. Descriptors are closed on every
+ * path; the sockets too on failure, and on success the bootstrap session
+ * moves to the group (purlinMemAlloc's exchanges), which closes it.
  */
 static purlinResult_t commInitRank(purlinComm_t* comm, int nranks, const purlinBootstrapId_t* id,
                                    int rank, const purlinConfig_t* config, int device,
@@ -828,7 +847,9 @@ static purlinResult_t commInitRank(purlinComm_t* comm, int nranks, const purlinB
   PURLIN_CHECK_GOTO(shareOutcome(boot, local, layout.heapBytes, -1, NULL, scratch->statuses, rank,
                                  nranks, fn),
                     res, fail);
-  purlinBootstrapClose(boot);
+  /* The session stays open for the collective halves of purlinMemAlloc
+   * and purlinCommRegister (window.c); the group closes it. */
+  group->boot = boot;
   boot = NULL;
   free(scratch);
   scratch = NULL;
@@ -1142,6 +1163,22 @@ purlinResult_t purlinCommAsyncError(struct purlinComm* comm, purlinResult_t* asy
                "overflows or exceeds 2^62 bytes; the communicator is aborted",
                purlinGetErrorName(group->asyncError), (int)rec->rank,
                (unsigned long long)rec->epoch);
+    else if (rec->what == PURLIN_ERROR_DEVICE_COLL)
+      snprintf(group->asyncMessage, sizeof group->asyncMessage,
+               "%s: rank %d: a device-side collective (purlin/device.cuh) refused collective "
+               "#%llu: %s; the communicator is aborted",
+               purlinGetErrorName(group->asyncError), (int)rec->rank,
+               (unsigned long long)rec->epoch,
+               rec->detail == PURLIN_DEVICE_COLL_IN_SESSION
+                   ? "a session is open on the rank (inside a session, hand collectives to its "
+                     "megakernel with purlinDevEnqueue)"
+               : rec->detail == PURLIN_DEVICE_COLL_BAD_TEAM
+                   ? "its team is not 1-32 CTAs of whole warps, at most 512 threads each, with "
+                     "at least one thread per rank"
+               : rec->detail == PURLIN_DEVICE_COLL_BAD_NORM
+                   ? "the fused AllReduce + RMSNorm needs hidden > 0 dividing count, its "
+                     "residual and weight buffers, and 256 or 512 threads per team CTA"
+                   : "a NULL buffer or V counts");
     else if (rec->what >= PURLIN_ERROR_IDLE_RETIRE && rec->what <= PURLIN_ERROR_BAD_DESC)
       snprintf(group->asyncMessage, sizeof group->asyncMessage,
                "%s: rank %d: %s (ticket or value %llu); the communicator is aborted",

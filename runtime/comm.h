@@ -18,6 +18,7 @@
 #include "runtime/purlin.h"
 #include "runtime/session.h"
 #include "runtime/symmetric.h"
+#include "runtime/window.h"
 #include "snac/dev_comm.h"
 
 #ifdef __cplusplus
@@ -48,6 +49,21 @@ struct purlinGroup {
   /* First asynchronous failure of the group; guarded by the registry lock. */
   purlinResult_t asyncError;
   char asyncMessage[PURLIN_ERROR_MSG_MAX];
+  /* The largest allocation granularity of the group's GPUs: powers of two,
+   * so a multiple of each; heaps and symmetric buffers are sized in it. */
+  size_t granularity;
+  /* Symmetric buffers (window.h): windows[r] is rank r's window as mapped
+   * here, of windowBytes each (0: windows disabled). With
+   * purlinCommInitAll every rank's is its own; with purlinCommInitRank the
+   * local rank's is, and the others are views of the peer processes'.
+   * Each rank's entries are touched only by calls on that rank's
+   * communicator (one thread at a time) and by the group's release. */
+  uint64_t windowBytes;
+  purlinWindow_t windows[PURLIN_MAX_RANKS];
+  /* purlinCommInitRank: the rendezvous's bootstrap session, kept open for
+   * the exchanges of purlinMemAlloc and purlinCommRegister; closed last
+   * when the group is released. NULL for purlinCommInitAll. */
+  struct purlinBootstrap* boot;
 };
 
 struct purlinComm {
@@ -67,6 +83,12 @@ struct purlinComm {
    * by the first collective call (runtime/collectives.c). */
   int collReady;
   purlinPlanFacts_t planFacts;
+  /* PURLIN_DIRECT=0 in the environment at the first collective call: every
+   * call stages, symmetric buffers included. */
+  int directOff;
+  /* How the last collective call let peers reach its buffers
+   * (purlinCollLastKind, window.h). */
+  int lastKind;
   /* Sessions (runtime/session.c): while one is open, collectives go to the
    * rank's megakernel. Used by one thread at a time, like the rest. */
   purlinSession_t session;

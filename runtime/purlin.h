@@ -142,6 +142,14 @@ typedef struct purlinConfig_t {
    * divided among the ranks on it (all ranks' CTAs must be resident at
    * once) and by what the staging buffer holds. */
   int collectiveCtas;
+  /* Bytes of address space of each rank's window for symmetric buffers
+   * (purlinMemAlloc, purlinCommRegister): the most symmetric memory a rank
+   * can hold at once. Address space only, reserved at init (no memory
+   * behind it): each process reserves one window per rank of its
+   * communicator. Rounded up to the GPUs' allocation granularity. 0
+   * disables symmetric buffers. 0 .. 1 TiB. A config of the size before
+   * this field (older headers) gets the default. */
+  size_t windowBytes;
 } purlinConfig_t;
 
 /* Values of purlinConfig_t.path. */
@@ -157,7 +165,8 @@ typedef struct purlinConfig_t {
         (size_t)2 << 20,   /* latencyBufferBytes: 2 MiB per half */          \
         (size_t)256 << 20, /* throughputBufferBytes: 256 MiB per half */     \
         0,                 /* path: purlinPathAuto */                        \
-        0                  /* collectiveCtas: tuned */                       \
+        0,                 /* collectiveCtas: tuned */                       \
+        (size_t)64 << 30   /* windowBytes: 64 GiB of address space */        \
   }
 
 /* --- Version and errors -------------------------------------------------- */
@@ -250,8 +259,10 @@ PURLIN_API purlinResult_t purlinGetUniqueId(purlinUniqueId_t* id);
  * and check it, then each creates its symmetric heap, exports it as a file
  * descriptor and receives every peer's descriptor (SCM_RIGHTS); each maps
  * every peer's heap for its own GPU, and the device peer table holds those
- * local mappings. All sockets and received descriptors are closed before
- * the call returns, whatever the outcome. Every process must see every GPU
+ * local mappings. Received descriptors are closed before the call returns;
+ * on failure the sockets too, and on success they stay open (one per peer
+ * on rank 0, one on the others) for purlinMemAlloc and purlinCommRegister
+ * until the communicator is destroyed. Every process must see every GPU
  * of the communicator (do not narrow CUDA_VISIBLE_DEVICES to one GPU per
  * process), the GPUs need peer-to-peer access, and all ranks must run as
  * the same user (checked with SO_PEERCRED: what they exchange gives access
@@ -583,6 +594,110 @@ PURLIN_API purlinResult_t purlinSessionEnd(purlinComm_t comm, struct CUstream_st
 PURLIN_API purlinResult_t purlinGroupStart(void);
 PURLIN_API purlinResult_t purlinGroupEnd(void);
 
+/* --- Symmetric buffers -----------------------------------------------------
+ *
+ * A collective whose sendbuff and recvbuff are both symmetric buffers runs
+ * in place on the throughput path: peers read and write them directly
+ * (over NVLink, in any process layout), with no copy through the staging
+ * buffers. Each rank has a window of config.windowBytes of address space,
+ * and every process maps each symmetric buffer of a peer at the same
+ * offset of its view of that peer's window, so a peer reaches it by its
+ * offset. The latency path (small calls) is
+ * unchanged: its packets carry their own flags, and writing in place would
+ * cost a separate flag round trip. Nothing else changes: a symmetric
+ * buffer is ordinary device memory of the rank's GPU, valid for every
+ * collective, kernel and copy; a collective on other memory still works
+ * (staged), captured or not; purlin never registers anything itself.
+ *
+ * Rules. These calls are not stream-ordered and must not be made while the
+ * calling thread captures a CUDA Graph (they allocate and map memory).
+ * purlinMemAlloc and purlinCommRegister are collective for a communicator
+ * of one process per GPU (purlinCommInitRank): every rank makes the same
+ * calls, with the same sizes, in the same order, and each blocks until
+ * every rank has made it (bounded by config.timeoutMs; after an exchange
+ * that failed, a timeout or a peer process gone, the communicator can
+ * share no more buffers between processes); with purlinCommInitAll each
+ * rank's call is local. purlinMemFree and
+ * purlinCommDeregister are local; make them on every rank, in the same
+ * order as the allocations they undo, once no collective that uses the
+ * buffer runs any more: like ncclMemFree, they wait for the rank's queued
+ * uncaptured calls, but a CUDA Graph holding a call on the buffer must not
+ * be launched after it. Buffers still allocated or registered when the
+ * communicator's group is released (its last rank destroyed or aborted)
+ * are released then. Not thread-safe for one communicator, like its
+ * collectives.
+ */
+
+/*
+ * Allocates `bytes` of device memory on the rank's GPU as a symmetric
+ * buffer and stores its address in *ptr (aligned to the allocation
+ * granularity, 2 MiB on current GPUs; the size is rounded up to it).
+ * Collective between processes (see the rules above): every rank must
+ * pass the same `bytes`; ranks that made different calls all fail with
+ * purlinInvalidUsage naming them, and nothing is allocated.
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle, NULL ptr,
+ * bytes 0); purlinInvalidUsage (config.windowBytes is 0; out of window:
+ * the buffer does not fit in what is left of the rank's window, the message
+ * names the sizes; ranks disagree; the GPU cannot export memory to another
+ * process); purlinOutOfMemory; purlinTimeout, purlinRemoteError (a peer
+ * process did not call in time, or failed: its error is quoted);
+ * purlinUnhandledCudaError; purlinSystemError. On failure *ptr is untouched.
+ */
+PURLIN_API purlinResult_t purlinMemAlloc(purlinComm_t comm, size_t bytes, void** ptr);
+
+/*
+ * Frees a buffer of purlinMemAlloc on this communicator (ptr exactly as
+ * it returned). Local, no communication; waits for the rank's queued
+ * uncaptured calls first. NULL is a no-op.
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle; ptr is not a
+ * buffer purlinMemAlloc returned for this rank, or points inside one).
+ */
+PURLIN_API purlinResult_t purlinMemFree(purlinComm_t comm, void* ptr);
+
+/*
+ * Makes memory the caller already has symmetric: [ptr, ptr + bytes) must
+ * lie in one allocation of the CUDA driver's virtual memory API
+ * (cuMemCreate on the rank's GPU, mapped whole with cuMemMap at offset 0
+ * and accessible to the rank's GPU); the whole allocation is mapped a
+ * second time into the rank's window, and collectives on any buffer inside
+ * it then run in place. Between processes (purlinCommInitRank) the
+ * allocation must have been created with requestedHandleTypes including
+ * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, every rank must register an
+ * allocation of the same size, and the call is collective. Registering an
+ * allocation that is registered already returns the same handle (each
+ * registration needs its deregistration). Memory of cudaMalloc,
+ * cudaMallocAsync or memory pools cannot be registered: use purlinMemAlloc.
+ * Collectives whose counts are in device memory run in place only on
+ * buffers of purlinMemAlloc (the host cannot check their extent). The
+ * allocation must stay mapped until the registration is undone.
+ *
+ * handle  written on success: pass it to purlinCommDeregister
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle, NULL ptr or
+ * handle, bytes 0, memory that is not of the virtual memory API, not of
+ * the rank's GPU, or spans several allocations, memory already in the
+ * window); purlinInvalidUsage (config.windowBytes is 0; out of window; the
+ * allocation is not exportable between processes; it overlaps another
+ * registration; ranks disagree); purlinTimeout, purlinRemoteError (as
+ * purlinMemAlloc); purlinUnhandledCudaError; purlinSystemError. On
+ * failure *handle is untouched.
+ */
+PURLIN_API purlinResult_t purlinCommRegister(purlinComm_t comm, void* ptr, size_t bytes,
+                                             void** handle);
+
+/*
+ * Undoes one purlinCommRegister: with its last registration, the
+ * allocation's alias in the window is unmapped (the caller's own mapping
+ * and memory are untouched). Local, no communication; waits for the rank's
+ * queued uncaptured calls first. NULL is a no-op.
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle; handle is not
+ * a live registration of this rank).
+ */
+PURLIN_API purlinResult_t purlinCommDeregister(purlinComm_t comm, void* handle);
+
 /* --- Device enqueue --------------------------------------------------------
  *
  * A kernel of yours can hand a collective to the session's megakernel
@@ -653,6 +768,48 @@ PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t comm, purlinCollKind
  * this program); purlinUnhandledCudaError.
  */
 PURLIN_API purlinResult_t purlinPreloadKernel(const void* fn);
+
+/* --- Device-side collectives ------------------------------------------------
+ *
+ * A kernel of yours can run a whole collective on some of its own CTAs
+ * (purlinDevAllReduce and the others in <purlin/device.cuh>) while its other
+ * CTAs keep computing: the same SNAC routines as the host calls, so the
+ * same bits. The host hands the kernel each rank's communicator as a
+ * purlinDevCommHandle_t. Rules (the host API's, seen from a kernel):
+ *   - every rank runs the same collectives in the same order, each with a
+ *     team of the same shape (CTAs, threads per CTA) on every rank;
+ *   - the kernel is ordered with the rank's other collectives: launch it on
+ *     the stream of the communicator's calls (it is then in call order like
+ *     a host call), and not while a session is open on the rank (reported,
+ *     purlinInvalidUsage: inside a session, use purlinDevEnqueue);
+ *   - one team at a time runs the rank's collectives, and every CTA of
+ *     every rank's team must be resident at once (waits are bounded by
+ *     config.timeoutMs and report purlinTimeout rather than hang).
+ * Calls refused on the device (a team out of range, a NULL buffer) and
+ * every failure are reported through purlinCommGetAsyncError.
+ */
+
+/* A rank's communicator as device code sees it: opaque, valid for the
+ * communicator's life, passed to kernels by value. */
+typedef struct purlinDevCommHandle_t {
+  void* control;                   /* the rank's control region */
+  unsigned long long latencyLimit; /* largest block the device sends on the latency path */
+  int direct;                      /* peers read this rank's buffers by address */
+  int nranks;
+} purlinDevCommHandle_t;
+
+/*
+ * The device handle of `comm`'s rank, for kernels that call device-side
+ * collectives. Not stream-ordered. The handle carries the communicator's
+ * path policy (config.path, the latency buffer's capacity) and whether peers
+ * read this rank's buffers in place (ranks of one process on one GPU, or
+ * buffers from purlinMemAlloc), so a call from a kernel takes the path and
+ * staging a host call of the same size would.
+ *
+ * Returns purlinSuccess; purlinInvalidArgument (dead handle, NULL handle);
+ * purlinUnhandledCudaError.
+ */
+PURLIN_API purlinResult_t purlinCommDevHandle(purlinComm_t comm, purlinDevCommHandle_t* handle);
 
 #ifdef __cplusplus
 } /* extern "C" */

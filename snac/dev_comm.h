@@ -62,6 +62,13 @@ typedef struct purlinErrorRecord_t {
 #define PURLIN_ERROR_WAIT_DONE 10u   /* timed out waiting for a descriptor to complete */
 #define PURLIN_ERROR_BAD_DESC 11u    /* a descriptor the megakernel cannot run */
 #define PURLIN_ERROR_PEER_FAILED 12u /* a rank of another process failed first */
+/* A device-side collective (purlin/device.cuh) refused its call; the
+ * record's detail says why (PURLIN_DEVICE_COLL_*). */
+#define PURLIN_ERROR_DEVICE_COLL 13u
+#define PURLIN_DEVICE_COLL_IN_SESSION 1u /* a session's megakernel serves the rank */
+#define PURLIN_DEVICE_COLL_BAD_TEAM 2u   /* the team's shape */
+#define PURLIN_DEVICE_COLL_BAD_BUFFER 3u /* a NULL buffer or counts */
+#define PURLIN_DEVICE_COLL_BAD_NORM 4u   /* the fused call's rows or team */
 
 PURLIN_STATIC_ASSERT(sizeof(purlinErrorRecord_t) == 40, "purlinErrorRecord_t layout changed");
 PURLIN_STATIC_ASSERT(offsetof(purlinErrorRecord_t, abort) == 0, "abort must come first");
@@ -79,10 +86,19 @@ typedef struct purlinDevComm_t {
   int32_t timeoutMs;         /* bound on every device-side wait */
   int32_t reserved0;
   uint64_t peerHeap[PURLIN_DEV_MAX_RANKS]; /* base of rank r's heap, as mapped here */
+  /* Symmetric user buffers (purlinMemAlloc, purlinCommRegister): every rank
+   * has a window of windowBytes of address space, reserved at init, and
+   * maps each peer's window too; a buffer at offset o of rank r's window
+   * is at peerWindow[r] + o here. Peers announce window offsets, so they
+   * read and write each other's buffers in place in any process layout. */
+  uint64_t windowBytes;
+  uint64_t peerWindow[PURLIN_DEV_MAX_RANKS]; /* base of rank r's window, as mapped here */
 } purlinDevComm_t;
 
-PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) == 72 + 8 * PURLIN_DEV_MAX_RANKS,
+PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) == 80 + 16 * PURLIN_DEV_MAX_RANKS,
                      "purlinDevComm_t layout changed");
+PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, peerWindow) == 80 + 8 * PURLIN_DEV_MAX_RANKS,
+                     "peerWindow offset");
 PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, abortWord) == 56, "abortWord offset");
 PURLIN_STATIC_ASSERT(offsetof(purlinDevComm_t, peerHeap) == 72, "peerHeap offset");
 PURLIN_STATIC_ASSERT(sizeof(purlinDevComm_t) <= PURLIN_HEAP_CONTROL_BYTES,

@@ -51,6 +51,20 @@ __global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
   snacEpochEnd(a.devComm, t, epoch);
 }
 
+/* The small AllReduce with the epilogue as its tail, a CTA per block of a
+ * row (SnacNormBlocks, fused.cuh). */
+template <purlinDataType_t D>
+__global__ void __launch_bounds__(SNAC_NORM_LANES)
+    purlinFusedBlocksKernel(const __grid_constant__ FusedLatencyParams p) {
+  __shared__ SnacNormSmem sm;
+  const SnacTeam t = snacTeamOfLaunch();
+  const purlinLatencyArgs_t& a = p.call.a;
+  SnacNormBlocks<D> tail = {&p.norm, &sm, 0, 0};
+  const uint64_t epoch =
+      snacLatencyAllReduceWith<D, purlinSum>(t, snacEpochFromMemory(a.devComm, t), a, tail);
+  snacEpochEnd(a.devComm, t, epoch);
+}
+
 template <purlinDataType_t D>
 __global__ void __launch_bounds__(NORM_THREADS)
     purlinNormKernel(const __grid_constant__ purlinNormArgs_t a) {
@@ -92,6 +106,21 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       norm->sums != norm->out || l.nranks > PURLIN_DEV_MAX_RANKS ||
       (uint64_t)ctas * PURLIN_LATENCY_THREADS < (uint64_t)l.nranks)
     return cudaErrorInvalidConfiguration;
+  /* Rows of whole 1024-element blocks, up to a block per CTA of the
+   * latency path's most: the small AllReduce with a CTA per block, whatever
+   * the plan's CTA count for the AllReduce alone (which at 8 ranks on one
+   * GPU, 16 CTAs, holds only half of 8 x 4096 tokens in packets). Every
+   * rank decides alike: from the call's shape and the alignment the plan's
+   * own choice of the small routine depends on. */
+  const uint64_t blocks = l.count / SNAC_NORM_BLOCK;
+  const bool byBlocks = l.count % SNAC_NORM_BLOCK == 0 && norm->hidden % SNAC_NORM_BLOCK == 0 &&
+                        blocks >= 1 && blocks <= PURLIN_LATENCY_MAX_CTAS &&
+                        l.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
+                        (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
+  if (byBlocks) {
+    smallAllReduce = 1;
+    ctas = (int)blocks;
+  }
   if (smallAllReduce &&
       (l.nranks > PURLIN_LATENCY_SMALL_AR_RANKS ||
        (l.count * l.elemBytes + 7) / 8 > (uint64_t)ctas * PURLIN_LATENCY_THREADS ||
@@ -109,6 +138,26 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       p.call.peer[q].recvOff = peer[q].recvOff;
       p.call.peer[q].recvBytes = peer[q].recvBytes;
     }
+  }
+  /* A CTA per block of a row where the small AllReduce's packets fall on
+   * the blocks exactly (SnacNormBlocks): one kernel with no cross-CTA
+   * barrier. The AllReduce's protocol does not depend on the CTA count,
+   * so ranks that take the other kernel (say, misaligned norm buffers)
+   * still meet this one. */
+  const uintptr_t normBuffers = (uintptr_t)norm->residualIn | (uintptr_t)norm->residualOut |
+                                (uintptr_t)norm->weight | (uintptr_t)norm->out;
+  if (byBlocks && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
+    switch (norm->dtype) {
+      case purlinFloat16:
+        purlinFusedBlocksKernel<purlinFloat16><<<(unsigned)blocks, SNAC_NORM_LANES, 0, stream>>>(p);
+        break;
+      case purlinBfloat16:
+        purlinFusedBlocksKernel<purlinBfloat16>
+            <<<(unsigned)blocks, SNAC_NORM_LANES, 0, stream>>>(p);
+        break;
+      default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
   }
   return smallAllReduce ? fusedGo<true>(p, ctas, stream) : fusedGo<false>(p, ctas, stream);
 }
@@ -139,6 +188,8 @@ extern "C" cudaError_t purlinFusedPreload(void) {
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false>);
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true>);
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16>);
   err = keep(err, (const void*)purlinNormKernel<purlinFloat16>);
   err = keep(err, (const void*)purlinNormKernel<purlinBfloat16>);
   return err;

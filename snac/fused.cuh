@@ -26,7 +26,9 @@
 
 #include "atoms/dtype.cuh"
 #include "snac/fused.h"
+#include "snac/latency.cuh"
 #include "snac/team.cuh"
+#include "snac/wait.cuh"
 
 /* Vectors of a row a lane handles at once: all their loads are issued
  * before any store (a store to residualOut may alias a later load, so the
@@ -38,9 +40,14 @@
 #define SNAC_NORM_CHUNK 8
 #define SNAC_NORM_WARPS (SNAC_NORM_LANES / 32)
 
+/* Elements of one block of a row (fused.h): a lane's vector in each. */
+#define SNAC_NORM_BLOCK (SNAC_NORM_LANES * SNAC_NORM_VEC)
+
 struct SnacNormSmem {
-  float warpSum[2][SNAC_NORM_MAX_TEAMS * SNAC_NORM_WARPS]; /* double-buffered by row step */
+  /* Warp sums of a chunk's blocks, double-buffered by barrier. */
+  float warpSum[2][SNAC_NORM_MAX_TEAMS][SNAC_NORM_CHUNK][SNAC_NORM_WARPS];
   typename cub::WarpReduce<float>::TempStorage reduce[SNAC_NORM_MAX_TEAMS * SNAC_NORM_WARPS];
+  float r; /* the blocks tail: the row's 1 / sqrt(mean + eps) */
 };
 
 /* Elements e .. e+n-1 (n <= 4) of a 16-bit array, packed low first: one
@@ -132,6 +139,19 @@ static __device__ __forceinline__ void snacNormFinish(const purlinNormArgs_t& a,
  * thread of the team calls it (rows are handed out in uniform steps, so
  * every thread meets every barrier). `a.sums` must be complete and visible
  * to the team (the caller's team barrier). */
+/* r = 1 / sqrt(total / H + eps), as fused.h writes it. */
+static __device__ __forceinline__ float snacNormScale(float total, uint32_t H, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)H), eps)));
+}
+
+/* The epilogue over every row, by the whole team: CTA parts of a multiple
+ * of SNAC_NORM_LANES threads, at most SNAC_NORM_MAX_TEAMS of them. Every
+ * thread of the team calls it (rows and blocks are handed out in uniform
+ * steps, so every thread meets every barrier). `a.sums` must be complete
+ * and visible to the team (the caller's team barrier). Vector c of a lane
+ * is in block c of the row, so a lane's partial of block c is that one
+ * vector's; each chunk's blocks are reduced by warp, then added block by
+ * block in order behind one barrier. */
 template <purlinDataType_t D>
 static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlinNormArgs_t& a,
                                                  SnacNormSmem* sm) {
@@ -140,6 +160,7 @@ static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlin
   const int warp = lane / 32;
   const uint64_t first = (uint64_t)t.cta * teams + rt, stride = (uint64_t)t.ctas * teams;
   const uint32_t H = a.hidden, V = (H + SNAC_NORM_VEC - 1) / SNAC_NORM_VEC;
+  const uint32_t blocks = (V + SNAC_NORM_LANES - 1) / SNAC_NORM_LANES;
   const uintptr_t any = (uintptr_t)a.sums | (uintptr_t)a.residualIn | (uintptr_t)a.weight |
                         (uintptr_t)a.out | (uintptr_t)a.residualOut;
   const bool vec = (any & 7u) == 0 && H % SNAC_NORM_VEC == 0;
@@ -147,18 +168,21 @@ static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlin
   /* Vectors of the row for this lane: lane, lane + 256, ... */
   const uint32_t mine = (uint32_t)lane < V ? (V - 1 - (uint32_t)lane) / SNAC_NORM_LANES + 1 : 0;
   int parity = 0;
-  for (uint64_t base = 0; base < a.rows; base += stride, parity ^= 1) {
+  for (uint64_t base = 0; base < a.rows; base += stride) {
     const uint64_t row = base + first;
     const bool active = row < a.rows;
     const uint64_t r0 = row * H;
-    float acc = 0.0f;
+    float total = 0.0f;
     uint64_t hc[SNAC_NORM_CHUNK], wc[SNAC_NORM_CHUNK];
-    /* Pass 1, a chunk at a time: h, its square sum, residualOut. */
-    for (uint32_t c0 = 0; active && c0 < mine; c0 += SNAC_NORM_CHUNK) {
+    /* Pass 1, a chunk of blocks at a time: h, residualOut, and the
+     * chunk's block sums into the row's total. */
+    for (uint32_t c0 = 0; c0 < blocks; c0 += SNAC_NORM_CHUNK, parity ^= 1) {
       uint64_t sv[SNAC_NORM_CHUNK], rv[SNAC_NORM_CHUNK], wv[SNAC_NORM_CHUNK];
+      float part[SNAC_NORM_CHUNK];
 #pragma unroll
       for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-        if (c0 + k >= mine) break;
+        part[k] = 0.0f;
+        if (!active || c0 + k >= mine) continue;
         uint32_t n;
         const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
         sv[k] = snacNormLoad(a.sums, r0 + e, n, vec);
@@ -167,28 +191,38 @@ static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlin
       }
 #pragma unroll
       for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-        if (c0 + k >= mine) break;
+        if (!active || c0 + k >= mine) continue;
         uint32_t n;
         const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
-        const uint64_t h = snacNormResidual<D>(sv[k], rv[k], n, &acc);
+        const uint64_t h = snacNormResidual<D>(sv[k], rv[k], n, &part[k]);
         snacNormStore(a.residualOut, r0 + e, n, vec, h);
         if (c0 == 0) {
           hc[k] = h;
           wc[k] = wv[k];
         }
       }
-    }
-    /* The row's sum: a tree in each warp, then the warps left to right. */
-    const int slot = rt * SNAC_NORM_WARPS + warp;
-    const float w = cub::WarpReduce<float>(sm->reduce[slot]).Sum(acc);
-    if ((lane & 31) == 0) sm->warpSum[parity][slot] = w;
-    snacTeamSync(t);
-    const float* ws = sm->warpSum[parity] + rt * SNAC_NORM_WARPS;
-    float total = ws[0];
+      /* Each block of the chunk: a tree in each warp, then the warps left
+       * to right, then onto the total in block order. */
 #pragma unroll
-    for (int k = 1; k < SNAC_NORM_WARPS; ++k) total = __fadd_rn(total, ws[k]);
+      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+        if (c0 + k >= blocks) break;
+        const float w =
+            cub::WarpReduce<float>(sm->reduce[rt * SNAC_NORM_WARPS + warp]).Sum(part[k]);
+        if ((lane & 31) == 0) sm->warpSum[parity][rt][k][warp] = w;
+        __syncwarp(); /* the warp's temporary storage is reused */
+      }
+      snacTeamSync(t);
+      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+        if (c0 + k >= blocks) break;
+        const float* ws = sm->warpSum[parity][rt][k];
+        float b = ws[0];
+#pragma unroll
+        for (int j = 1; j < SNAC_NORM_WARPS; ++j) b = __fadd_rn(b, ws[j]);
+        total = c0 + k == 0 ? b : __fadd_rn(total, b);
+      }
+    }
     if (!active) continue;
-    const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)H), a.eps)));
+    const float r = snacNormScale(total, H, a.eps);
     /* Pass 2: the first chunk from registers, later ones read back. */
     for (uint32_t c0 = 0; c0 < mine; c0 += SNAC_NORM_CHUNK) {
       if (c0 != 0) {
@@ -211,5 +245,79 @@ static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlin
     }
   }
 }
+
+/* ------------------------------------------------------------------------
+ * The epilogue as the small AllReduce's tail (snacLatencyAllReduceWith),
+ * where every CTA of 256 threads holds one block of a row: thread g holds
+ * the sums of elements 4g .. 4g+3, which are lane g % 256's vector of block
+ * g / 256. So the block's sum is computed from registers (a warp tree and
+ * the warps left to right, as snacNormRows does), published as a flagged
+ * packet in this rank's own region of its latency half (the region of
+ * source `me`, which no peer writes), and each CTA reads its row's block
+ * sums in one round trip, adds them in block order and finishes its block
+ * from registers: no barrier across CTAs, no second read of the sums. The
+ * launch's preconditions (purlinFusedLatencyLaunch): hidden a multiple of
+ * SNAC_NORM_BLOCK, count / SNAC_NORM_BLOCK CTAs of SNAC_NORM_LANES threads,
+ * 8-byte aligned buffers (4-byte for the fp8 copy).
+ * ---------------------------------------------------------------------- */
+template <purlinDataType_t D>
+struct SnacNormBlocks {
+  const purlinNormArgs_t* a;
+  SnacNormSmem* sm;
+  uint64_t res, w;
+
+  __device__ __forceinline__ void prefetch(uint64_t g, bool has) {
+    res = w = 0;
+    if (!has) return;
+    res = ((const uint64_t*)a->residualIn)[g];
+    w = ((const uint64_t*)a->weight)[g % (a->hidden / SNAC_NORM_VEC)];
+  }
+
+  __device__ __forceinline__ void finish(const SnacTeam& t, const purlinLatencyArgs_t& la,
+                                         uint64_t epoch, uint64_t g, bool valid, uint64_t m,
+                                         uint64_t bits) {
+    (void)m;
+    purlinDevComm_t* dc = la.devComm;
+    const int me = la.rank, lane = t.tid, warp = lane / 32;
+    float part = 0.0f;
+    uint64_t h = 0;
+    if (valid) {
+      h = snacNormResidual<D>(bits, res, SNAC_NORM_VEC, &part);
+      ((uint64_t*)a->residualOut)[g] = h;
+    }
+    const float ws = cub::WarpReduce<float>(sm->reduce[warp]).Sum(part);
+    if ((lane & 31) == 0) sm->warpSum[0][0][0][warp] = ws;
+    snacTeamSync(t);
+    /* This block's sum, published; then the row's blocks, in order. */
+    const uint32_t blocks = a->hidden / SNAC_NORM_BLOCK;
+    const uint32_t flag = snacLatencyFlag(epoch);
+    uint64_t* mineAt = (uint64_t*)((char*)dc + dc->latencyOffset +
+                                   (epoch & 1u) * dc->latencyBytes +
+                                   (uint64_t)me * snacRegionBytes(dc->latencyBytes, la.layout.nranks));
+    if (lane == 0) {
+      float b = sm->warpSum[0][0][0][0];
+#pragma unroll
+      for (int j = 1; j < SNAC_NORM_WARPS; ++j) b = __fadd_rn(b, sm->warpSum[0][0][0][j]);
+      snacPacketStore(mineAt + 2 * t.cta, (uint64_t)__float_as_uint(b), flag);
+    }
+    if (warp == 0) {
+      const uint32_t first = (uint32_t)t.cta / blocks * blocks;
+      float v = 0.0f;
+      if ((uint32_t)lane < blocks) {
+        const uint64_t* at[1] = {mineAt + 2 * (first + lane)};
+        const int from[1] = {me};
+        SnacPacket k[1] = {snacPacketLoad(at[0])};
+        SnacState st;
+        snacInit(&st, dc, me, epoch, la.descriptor);
+        if (snacWaitPackets(&st, at, from, 1u, k)) v = __uint_as_float((uint32_t)k[0].value());
+      }
+      float total = __shfl_sync(0xffffffffu, v, 0);
+      for (uint32_t j = 1; j < blocks; ++j) total = __fadd_rn(total, __shfl_sync(0xffffffffu, v, j));
+      if (lane == 0) sm->r = snacNormScale(total, a->hidden, a->eps);
+    }
+    snacTeamSync(t);
+    if (valid) snacNormFinish<D>(*a, 4 * g, SNAC_NORM_VEC, true, true, h, w, sm->r);
+  }
+};
 
 #endif /* PURLIN_SNAC_FUSED_CUH_ */

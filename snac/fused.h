@@ -25,12 +25,17 @@
  * where s is the AllReduce's sum (the SCORE bits: the same on every path,
  * CTA count and size) and every operation is one IEEE fp32 operation
  * rounded to nearest, so the result is a function of the inputs alone.
- * The sum of squares has one order, whatever the launch: lane l of 0..255
- * accumulates (fused multiply-add) the elements j of the row with
- * (j / 4) % 256 == l in increasing j; each warp of 32 lanes adds its
- * partials as cub::WarpReduce does (offsets 1, 2, 4, 8, 16: a pairwise
- * tree); the 8 warp sums are added left to right. tests/gpu/fused_test
- * computes the same on the host and compares bits.
+ * The sum of squares has one order, whatever the launch. A row is cut into
+ * blocks of 1024 elements (the last may be shorter); in block b, lane l of
+ * 0..255 accumulates (fused multiply-add, from 0) the squares of elements
+ * 1024b + 4l .. 1024b + 4l + 3 in increasing order; each warp of 32 lanes
+ * adds its partials as cub::WarpReduce does (offsets 1, 2, 4, 8, 16: a
+ * pairwise tree); the block's sum is its 8 warp sums added left to right;
+ * the row's sum is the block sums added left to right. A block is what one
+ * CTA of the small AllReduce holds in registers (a packet of 4 elements
+ * per thread), so the decode-size kernel finishes rows without a barrier
+ * across CTAs (fused.cuh, SnacNormBlocks). tests/gpu/fused_test computes
+ * the same on the host and compares bits.
  */
 #ifndef PURLIN_SNAC_FUSED_H_
 #define PURLIN_SNAC_FUSED_H_

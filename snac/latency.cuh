@@ -291,10 +291,29 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
  * does not depend on the epoch issues with it, and the packets of all
  * peers load together and are waited for together (snacWaitPackets).
  * ---------------------------------------------------------------------- */
-template <purlinDataType_t D, purlinRedOp_t O, typename Epoch>
-static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& t,
-                                                                const Epoch& epochOf,
-                                                                const purlinLatencyArgs_t& a) {
+/* What the small AllReduce does with each thread's sums: by default it
+ * stores them to recvbuff. A tail is called by every thread of the team:
+ * prefetch(g, has) right after the thread's input load is issued (for
+ * loads of its own that need nothing), finish(...) at the end with
+ * `valid` set where the thread holds packet g's sums (`m` bytes of it);
+ * snac/fused.cuh's epilogue finishes rows there instead. */
+struct SnacStoreSums {
+  __device__ __forceinline__ void prefetch(uint64_t g, bool has) { (void)g, (void)has; }
+  __device__ __forceinline__ void finish(const SnacTeam& t, const purlinLatencyArgs_t& a,
+                                         uint64_t epoch, uint64_t g, bool valid, uint64_t m,
+                                         uint64_t bits) {
+    (void)t, (void)epoch;
+    if (!valid) return;
+    if (m == 8) ((uint64_t*)a.recvbuff)[g] = bits;
+    else llStoreBytes((char*)a.recvbuff + 8 * g, bits, m);
+  }
+};
+
+template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
+static __device__ __forceinline__ uint64_t snacLatencyAllReduceWith(const SnacTeam& t,
+                                                                    const Epoch& epochOf,
+                                                                    const purlinLatencyArgs_t& a,
+                                                                    Tail& tail) {
   purlinDevComm_t* dc = a.devComm;
   const int me = a.rank, n = a.layout.nranks;
   const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
@@ -310,6 +329,7 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& 
     mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
                   : llLoadBytes((const char*)a.sendbuff + 8 * g, m);
   }
+  tail.prefetch(g, has);
   const uint64_t epoch = epochOf();
   const uint64_t latencyOffset = dc->latencyOffset, latencyBytes = dc->latencyBytes;
   char* peer[LL_BATCH];
@@ -371,6 +391,7 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& 
       ok = false;
     }
   }
+  uint64_t bits = 0;
   if (has && ok) {
     LLAccum<D, O> sum;
 #pragma unroll
@@ -378,10 +399,18 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& 
       if (s >= n) break;
       sum.add(s == me ? mine : k[s].value(), s == 0);
     }
-    if (m == 8) ((uint64_t*)a.recvbuff)[g] = sum.bits();
-    else llStoreBytes((char*)a.recvbuff + 8 * g, sum.bits(), m);
+    bits = sum.bits();
   }
+  tail.finish(t, a, epoch, g, has && ok, m, bits);
   return epoch;
+}
+
+template <purlinDataType_t D, purlinRedOp_t O, typename Epoch>
+static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& t,
+                                                                const Epoch& epochOf,
+                                                                const purlinLatencyArgs_t& a) {
+  SnacStoreSums store;
+  return snacLatencyAllReduceWith<D, O>(t, epochOf, a, store);
 }
 
 /* ------------------------------------------------------------------------

@@ -24,6 +24,10 @@
 #include "snac/wait.cuh"
 #include "snac/wrap.cuh"
 
+/* A header's `direct` word when the buffers are announced as offsets in
+ * the producer's window (dev_comm.h, peerWindow). */
+#define THROUGHPUT_IN_WINDOW 2ull
+
 /* What one peer announced in its header. */
 struct ThroughputPeer {
   const char* send;
@@ -152,13 +156,21 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
     atomicMax(&sh.maxCount, (unsigned long long)x.count);
   }
 
-  /* Header: announce the call to every peer; read theirs. */
+  /* Header: announce the call to every peer; read theirs. How peers reach
+   * this rank's buffers: 0, staged; THROUGHPUT_IN_WINDOW, both buffers lie
+   * in this rank's window (purlinMemAlloc) and the header carries their
+   * window offsets, valid in any process layout; 1, raw addresses (ranks
+   * of one process on one GPU). */
+  const uint64_t winBase = dc->peerWindow[me], win = dc->windowBytes;
+  const uint64_t sendAt = (uint64_t)(uintptr_t)a.sendbuff - winBase;
+  const uint64_t recvAt = (uint64_t)(uintptr_t)a.recvbuff - winBase;
+  const bool inWindow = a.direct && win != 0 && sendAt < win && recvAt < win;
   if (b == 0 && tid < n && tid != me) {
     uint64_t* r = snacPeerRegion(&st, tid);
     const uint32_t flag = snacLatencyFlag(epoch);
-    snacPacketStore(r + 2, (uint64_t)a.direct, flag);
-    snacPacketStore(r + 4, (uint64_t)(uintptr_t)a.sendbuff, flag);
-    snacPacketStore(r + 6, (uint64_t)(uintptr_t)a.recvbuff, flag);
+    snacPacketStore(r + 2, inWindow ? THROUGHPUT_IN_WINDOW : (uint64_t)a.direct, flag);
+    snacPacketStore(r + 4, inWindow ? sendAt : (uint64_t)(uintptr_t)a.sendbuff, flag);
+    snacPacketStore(r + 6, inWindow ? recvAt : (uint64_t)(uintptr_t)a.recvbuff, flag);
     /* The descriptor last: whoever sees it sees a complete header (each
      * packet is waited for anyway). */
     snacPacketStore(r, st.descriptor, flag);
@@ -187,9 +199,14 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
         send = k[2].value();
         recv = k[3].value();
       }
+      if (direct == THROUGHPUT_IN_WINDOW) {
+        /* The peer's window as mapped here. */
+        send += dc->peerWindow[tid];
+        recv += dc->peerWindow[tid];
+      }
       pe.send = (const char*)(uintptr_t)send;
       pe.recv = (char*)(uintptr_t)recv;
-      pe.direct = (int)direct;
+      pe.direct = direct != 0;
     }
     sh.peer[tid] = pe;
     if (!pe.direct) atomicOr(&sh.anyStaged, 1);
@@ -289,8 +306,9 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
 
       if (isAR) {
         /* AllGather phase: announce this round's chunk, copy the peers'.
-         * Direct ranks share one GPU: a GPU-scope fence orders the chunk. */
-        if (a.direct) __threadfence();
+         * Raw-address ranks share one GPU: a GPU-scope fence orders the
+         * chunk; window peers may be other GPUs. */
+        if (a.direct && !inWindow) __threadfence();
         else __threadfence_system();
         snacTeamSync(t);
         if (tid < n && tid != me)

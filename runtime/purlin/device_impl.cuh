@@ -1,8 +1,8 @@
 /*
  * purlin/device_impl.cuh -- definitions of purlin/device.cuh (include that
  * header, not this one). The device API runs the generic Atom, which needs
- * no shared memory, so user kernels launch the same way on every GPU; only
- * its header is included here.
+ * no shared memory, so user kernels launch the same way on every GPU; the
+ * whole collectives are in purlin/device_coll.cuh.
  */
 #ifndef PURLIN_DEVICE_IMPL_CUH_
 #define PURLIN_DEVICE_IMPL_CUH_
@@ -10,6 +10,7 @@
 #include "atoms/atom.h"
 #include "atoms/generic.cuh"
 #include "persistent/enqueue.cuh"
+#include "purlin/device_coll.cuh"
 
 static __host__ __device__ __forceinline__ void purlinDevSlice(size_t count, size_t elemBytes,
                                                                int part, int nparts,

@@ -128,26 +128,31 @@ void reference(int n, const std::vector<std::vector<uint16_t> >& in,
   std::vector<uint16_t> h(H);
   for (int r = 0; r < n; ++r) {
     for (size_t row = 0; row < rows; ++row) {
-      float lane[256];
-      for (int l = 0; l < 256; ++l) lane[l] = 0.0f;
-      for (size_t j = 0; j < H; ++j) {
-        const size_t i = row * H + j;
-        h[j] = st<D>(ld<D>(e->sums[i]) + ld<D>(res[r][i]));
-        const float hf = ld<D>(h[j]);
-        float& p = lane[(j / 4) % 256];
-        p = fmaf(hf, hf, p);
-        e->resOut[r][i] = h[j];
+      float total = 0.0f;
+      for (size_t b0 = 0; b0 < H; b0 += 1024) {
+        /* Block b0 / 1024: lane l squares elements b0 + 4l .. + 3. */
+        float lane[256];
+        for (int l = 0; l < 256; ++l) lane[l] = 0.0f;
+        for (size_t j = b0; j < H && j < b0 + 1024; ++j) {
+          const size_t i = row * H + j;
+          h[j] = st<D>(ld<D>(e->sums[i]) + ld<D>(res[r][i]));
+          const float hf = ld<D>(h[j]);
+          float& p = lane[(j - b0) / 4];
+          p = fmaf(hf, hf, p);
+          e->resOut[r][i] = h[j];
+        }
+        float ws[8];
+        for (int wp = 0; wp < 8; ++wp) {
+          float v[32];
+          for (int k = 0; k < 32; ++k) v[k] = lane[32 * wp + k];
+          for (int off = 1; off < 32; off <<= 1)
+            for (int k = 0; k + off < 32; ++k) v[k] = v[k] + v[k + off];
+          ws[wp] = v[0];
+        }
+        float blk = ws[0];
+        for (int k = 1; k < 8; ++k) blk = blk + ws[k];
+        total = b0 == 0 ? blk : total + blk;
       }
-      float ws[8];
-      for (int wp = 0; wp < 8; ++wp) {
-        float v[32];
-        for (int k = 0; k < 32; ++k) v[k] = lane[32 * wp + k];
-        for (int off = 1; off < 32; off <<= 1)
-          for (int k = 0; k + off < 32; ++k) v[k] = v[k] + v[k + off];
-        ws[wp] = v[0];
-      }
-      float total = ws[0];
-      for (int k = 1; k < 8; ++k) total = total + ws[k];
       const float rr = 1.0f / sqrtf(total / (float)H + eps);
       for (size_t j = 0; j < H; ++j) {
         const size_t i = row * H + j;
