@@ -185,6 +185,9 @@ int main(int argc, char** argv) {
     for (int m = 0; m < kModes; ++m)
       GPU_CUDA_OK(cudaMemcpy(k.send[m], h.data(), B.cap, cudaMemcpyHostToDevice));
   }
+  /* The pageable copies ran on the legacy stream, which the ranks'
+   * non-blocking streams do not wait for. */
+  GPU_CUDA_OK(cudaDeviceSynchronize());
   /* The staged group reads PURLIN_DIRECT at its first call. */
   setenv("PURLIN_DIRECT", "0", 1);
   for (int r = 0; r < B.n; ++r) GPU_PURLIN_OK(call(&B, kStaged, kAllReduce, r, 1024));

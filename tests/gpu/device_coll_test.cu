@@ -254,6 +254,9 @@ static void runCase(World* W, int kind, size_t count, int copyBytes, int teamCta
       GPU_CUDA_OK(cudaMemcpy(W->counts[r], counts.data(), counts.size() * sizeof(size_t),
                              cudaMemcpyHostToDevice));
   }
+  /* The memsets and pageable copies ran on the legacy stream, which the
+   * ranks' non-blocking streams do not wait for. */
+  GPU_CUDA_OK(cudaDeviceSynchronize());
   for (int r = 0; r < n; ++r)
     GPU_PURLIN_OK(hostCall(kind, dt, O, W->send[r], W->ref[r], count,
                            counts.empty() ? NULL : counts.data(), W->comms[r], W->streams[r]));
@@ -332,6 +335,7 @@ static void fusedCase(World* W, size_t rows, size_t hidden, int teamCtas, uint32
       GPU_CUDA_OK(cudaMemcpy(dst, h.data(), m * 2, cudaMemcpyHostToDevice));
     }
   }
+  GPU_CUDA_OK(cudaDeviceSynchronize());
   for (int r = 0; r < n; ++r)
     GPU_PURLIN_OK(purlinAllReduceResidualRMSNormFp8(W->send[r], res[r], weight[r], eps, scale,
                                                     W->ref[r], resOut[0][r], fp8[0][r], count,

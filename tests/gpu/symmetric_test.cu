@@ -360,6 +360,10 @@ static uint64_t runChecked(const Shape& s, int first, int local, purlinComm_t* c
     }
     GPU_CUDA_OK(cudaMemcpy(sendAt[k], in[r].data(), ns * eb, cudaMemcpyHostToDevice));
   }
+  /* The memsets and the pageable copies run on the legacy stream, which the
+   * ranks' non-blocking streams do not wait for (and a pageable copy may
+   * return before its data lands): all of it done before any call. */
+  GPU_CUDA_OK(cudaDeviceSynchronize());
   for (int k = 0; k < local; ++k) {
     purlinResult_t res = issue(s, sendAt[k], recvAt[k], comms[k], streams[k]);
     if (res != purlinSuccess) {
