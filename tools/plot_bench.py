@@ -10,6 +10,8 @@ its top-level "benchmark" key when present:
   eager and CUDA graph); cells not measured or failed are left out.
 - "fused" (bench/fused): time per call against tokens, one subplot per
   hidden size, one line per mode (AllReduce alone, unfused, fused).
+- "symmetric" (bench/symmetric): bandwidth against size, one subplot per
+  collective, one line per buffer kind (staged, direct, symmetric).
 - no key and an "atoms" key (bench/atoms): bandwidth against CTA count per
   Atom, with the cudaMemcpyAsync and plain-copy baselines.
 
@@ -176,6 +178,34 @@ def plot_fused(data, dst):
     print(f"plot: {dst}")
 
 
+def plot_symmetric(data, dst):
+    """Bandwidth against size for each collective and buffer kind."""
+    rows = data.get("rows", [])
+    colls = []
+    for r in rows:
+        if r["coll"] not in colls:
+            colls.append(r["coll"])
+    if not colls:
+        print(f"no rows in the symmetric JSON; no plot written to {dst}")
+        return
+    fig, axes = plt.subplots(1, len(colls), figsize=(4.5 * len(colls), 4), squeeze=False)
+    for ax, coll in zip(axes[0], colls):
+        pts = [r for r in rows if r["coll"] == coll]
+        for mode in ("staged", "direct", "symmetric"):
+            ax.plot([r["bytes"] for r in pts], [r["bytes"] / r[f"{mode}_us"] / 1e3 for r in pts],
+                    marker="o", markersize=3, label=mode)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("bytes (largest buffer per rank)")
+        ax.set_ylabel("GB/s")
+        ax.set_title(coll)
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(f"symmetric buffers, {data.get('ranks', '?')} ranks on {data.get('gpu', '?')}")
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    print(f"plot: {dst}")
+
+
 def plot_atoms(data, dst):
     """Bandwidth against CTA count per Atom."""
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -209,11 +239,13 @@ def main():
         plot_nccl_compare(data, dst)
     elif kind == "fused":
         plot_fused(data, dst)
+    elif kind == "symmetric":
+        plot_symmetric(data, dst)
     elif kind is None and "atoms" in data:
         plot_atoms(data, dst)
     else:
         what = f'"benchmark": "{kind}"' if kind is not None else 'no "benchmark" or "atoms" key'
-        sys.exit(f"plot_bench: {src}: {what}: not a collectives, nccl_compare, fused or atoms "
+        sys.exit(f"plot_bench: {src}: {what}: not a collectives, nccl_compare, fused, symmetric or atoms "
                  f"JSON; no plot written")
 
 
