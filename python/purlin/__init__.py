@@ -21,8 +21,8 @@ from ._library import PURLIN_MAX_RANKS as MAX_RANKS
 from ._library import PURLIN_UNIQUE_ID_BYTES as UNIQUE_ID_BYTES
 from ._library import library_path
 from .comm import (PATH_AUTO, PATH_LATENCY, PATH_THROUGHPUT, Communicator, Communicators,
-                   Config, get_unique_id, group, group_end, group_start, init_all, init_rank,
-                   init_rank_from_env, version)
+                   Config, SymmetricBuffer, get_unique_id, group, group_end, group_start,
+                   init_all, init_rank, init_rank_from_env, version)
 from .errors import (NUM_RESULTS, AbortedError, Error, InProgressError, InternalError,
                      InvalidArgumentError, InvalidUsageError, LibraryNotFoundError,
                      NoDeviceError, OutOfMemoryError, RemoteError, Result, SystemCallError,
@@ -59,7 +59,8 @@ __all__ = [
     "AbortedError", "Communicator", "Communicators", "Config", "DataType", "Error",
     "InProgressError", "InternalError", "InvalidArgumentError", "InvalidUsageError",
     "LibraryNotFoundError", "NoDeviceError", "OutOfMemoryError", "RedOp", "RemoteError",
-    "Result", "SystemCallError", "UnhandledCudaError", "WaitTimeoutError", "get_unique_id",
+    "Result", "SymmetricBuffer", "SystemCallError", "UnhandledCudaError", "WaitTimeoutError",
+    "get_unique_id",
     "group", "group_end", "group_start", "init_all", "init_rank", "init_rank_from_env",
     "library_path", "version", "MAX_RANKS", "UNIQUE_ID_BYTES", "NUM_RESULTS", "PATH_AUTO",
     "PATH_LATENCY", "PATH_THROUGHPUT",

@@ -94,6 +94,8 @@ _PROTOTYPES = {
     "purlinSessionEnd": (_RES, [_P, _P]),
     "purlinGroupStart": (_RES, []),
     "purlinGroupEnd": (_RES, []),
+    "purlinMemAlloc": (_RES, [_P, _S, ctypes.POINTER(_P)]),
+    "purlinMemFree": (_RES, [_P, _P]),
 }
 
 _lock = threading.Lock()

@@ -68,6 +68,53 @@ def _query(handle, name):
     return value.value
 
 
+class SymmetricBuffer:
+    """A purlinMemAlloc buffer: `nbytes` at device address `ptr` of its
+    communicator's GPU. Exposes __cuda_array_interface__ (bytes), so torch,
+    CuPy and the collectives of this package take it directly."""
+
+    def __init__(self, comm, ptr, nbytes):
+        self._comm = comm
+        self.ptr = ptr
+        self.nbytes = nbytes
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.ptr is None:
+            raise InvalidArgumentError(Result.INVALID_ARGUMENT,
+                                       "SymmetricBuffer: already freed")
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.ptr, False),
+                "version": 3, "strides": None}
+
+    def tensor(self):
+        """The buffer as a torch uint8 tensor on its GPU (it keeps the
+        buffer alive)."""
+        torch = _buffers.torch_module()
+        if torch is None:
+            raise InvalidArgumentError(Result.INVALID_ARGUMENT, "SymmetricBuffer.tensor: needs torch")
+        return torch.as_tensor(self, device="cuda:%d" % self._comm.device)
+
+    def free(self):
+        """purlinMemFree (local; after the work on it completed). A buffer
+        of a destroyed communicator was released with it; freeing twice
+        does nothing."""
+        if self.ptr is None:
+            return
+        ptr, self.ptr = self.ptr, None
+        if self._comm.live:
+            check(lib().purlinMemFree(self._comm.handle, ptr), self._comm.handle)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # at interpreter exit, or a dead library: nothing to do
+            pass
+
+    def __repr__(self):
+        return "SymmetricBuffer(rank=%d, ptr=%s, nbytes=%d)" % (
+            self._comm.rank, hex(self.ptr) if self.ptr else None, self.nbytes)
+
+
 class Communicator:
     """One rank of a purlin communicator. Made by init_all, init_rank or
     init_rank_from_env; released by destroy() or abort(), or by leaving a
@@ -169,6 +216,41 @@ class Communicator:
         if self.live:
             self.destroy()
         return False
+
+    # --- symmetric buffers ----------------------------------------------
+
+    def mem_alloc(self, nbytes):
+        """purlinMemAlloc: `nbytes` of device memory on this rank's GPU that
+        every peer maps in its window, so collectives on it run in place
+        between processes too (README, Symmetric buffers). Collective with
+        one process per GPU (every rank, same sizes, same order). Returns a
+        SymmetricBuffer (a __cuda_array_interface__ of bytes; .tensor()
+        views it as torch), freed by .free() or when it is garbage."""
+        fn = "mem_alloc"
+        handle = self._live_handle(fn)
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+            raise InvalidArgumentError(Result.INVALID_ARGUMENT,
+                                       "%s: nbytes must be a positive int, not %r" % (fn, nbytes))
+        ptr = ctypes.c_void_p()
+        check(lib().purlinMemAlloc(handle, nbytes, ctypes.byref(ptr)), handle)
+        return SymmetricBuffer(self, ptr.value, nbytes)
+
+    def empty_symmetric(self, shape, dtype):
+        """A torch tensor of `shape` and `dtype` (uninitialised) on a
+        symmetric buffer of its size (mem_alloc); the buffer lives as long
+        as the tensor (and its views)."""
+        torch = _buffers.torch_module()
+        if torch is None:
+            raise InvalidArgumentError(Result.INVALID_ARGUMENT,
+                                       "empty_symmetric: needs torch")
+        if isinstance(shape, int):
+            shape = (shape,)
+        numel = 1
+        for d in shape:
+            numel *= int(d)
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        buf = self.mem_alloc(max(numel * itemsize, 1))
+        return buf.tensor()[:numel * itemsize].view(dtype).view(tuple(shape))
 
     # --- collectives -----------------------------------------------------
 

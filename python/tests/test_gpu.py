@@ -614,6 +614,39 @@ class TorchApiTest(unittest.TestCase):
         self.assertIsInstance(err, purlin.RemoteError)
         comms[1].destroy()
 
+    def test_symmetric_buffers(self):
+        n = 2
+        with purlin.init_all([0] * n) as comms:
+            streams = [torch.cuda.Stream() for _ in comms]
+            count = (1 << 18) + 3  # 1 MiB + 12 B per rank: the throughput path
+            xs = [comm.empty_symmetric((count,), torch.float32) for comm in comms]
+            outs = [comm.empty_symmetric((n, count), torch.float32) for comm in comms]
+            for r, x in enumerate(xs):
+                x.copy_(values(r, count, 7, torch.float32))
+                outs[r].fill_(-1.0)
+            torch.cuda.synchronize()
+            for r, comm in enumerate(comms):
+                with torch.cuda.stream(streams[r]):
+                    comm.all_gather(xs[r], out=outs[r], stream=streams[r])
+            torch.cuda.synchronize()
+            want = torch.stack(xs)
+            for r in range(n):
+                compare("all_gather on symmetric buffers", r, outs[r], want)
+            # Freed with their tensors; 200 cycles leave device memory as it was.
+            del xs, outs
+            torch.cuda.synchronize()
+            before = torch.cuda.mem_get_info(0)[0]
+            for _ in range(200):
+                b = comms[0].mem_alloc(3 << 20)
+                b.free()
+                b.free()  # twice: nothing
+            t = comms[1].empty_symmetric((1000,), torch.float16)
+            del t
+            self.assertEqual(torch.cuda.mem_get_info(0)[0], before)
+            kept = comms[0].mem_alloc(1 << 20)
+        # Released with its communicator; free() after that does nothing.
+        kept.free()
+
     def test_unique_id_through_bytes(self):
         uid = purlin.get_unique_id()
         t = torch.frombuffer(bytearray(uid), dtype=torch.uint8)

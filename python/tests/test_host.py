@@ -657,6 +657,17 @@ class ArgumentTest(unittest.TestCase):
 
     # --- lifetime, sessions ------------------------------------------------
 
+    def test_mem_alloc_arguments(self):
+        comm = purlin.Communicator._unbound(2, 0, 0)
+        for bad in (0, -1, 1.5, True, "8"):
+            with self.assertRaises(purlin.InvalidArgumentError) as cm:
+                comm.mem_alloc(bad)
+            self.assertIn("nbytes must be a positive int", cm.exception.message)
+        comm.destroy()
+        with self.assertRaises(purlin.InvalidArgumentError) as cm:
+            comm.mem_alloc(1024)
+        self.assertIn("already destroyed", cm.exception.message)
+
     def test_released_communicator(self):
         comm = purlin.Communicator._unbound(2, 0, 0)
         with comm:  # destroy of NULL is the library's no-op
