@@ -62,6 +62,9 @@ static void loadAll(void) {
       {"cuMemGetAllocationPropertiesFromHandle",
        (void**)&purlinDriver.memGetAllocationPropertiesFromHandle},
       {"cuMemGetAccess", (void**)&purlinDriver.memGetAccess},
+      {"cuMemRetainAllocationHandle", (void**)&purlinDriver.memRetainAllocationHandle},
+      {"cuMemGetAddressRange", (void**)&purlinDriver.memGetAddressRange},
+      {"cuPointerGetAttribute", (void**)&purlinDriver.pointerGetAttribute},
   };
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; ++i) {
     if (!lookup(entries[i].symbol, entries[i].fn)) {

@@ -39,6 +39,10 @@ struct purlinDriverTable {
   PFN_cuMemImportFromShareableHandle_v10020 memImportFromShareableHandle;
   PFN_cuMemGetAllocationPropertiesFromHandle_v10020 memGetAllocationPropertiesFromHandle;
   PFN_cuMemGetAccess_v10020 memGetAccess;
+  /* Registration (runtime/window.c): which allocation a pointer is in. */
+  PFN_cuMemRetainAllocationHandle_v11000 memRetainAllocationHandle;
+  PFN_cuMemGetAddressRange_v3020 memGetAddressRange;
+  PFN_cuPointerGetAttribute_v4000 pointerGetAttribute;
 };
 
 /* Filled by purlinDriverLoad; all NULL before. */

@@ -11,7 +11,6 @@
 
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,45 +146,6 @@ int purlinWindowRemove(purlinWindow_t* w, const purlinWindowEntry_t* e) {
     return 1;
   }
   return 0;
-}
-
-/* --- Driver entry points beyond cudawrap.h's table ----------------------
- * Registration asks the driver which allocation a caller's pointer is in;
- * nothing else in purlin needs these two, so they are looked up here, once,
- * the same way (cudawrap.h). */
-static PFN_cuMemRetainAllocationHandle_v11000 retainAllocationHandle;
-static PFN_cuMemGetAddressRange_v3020 getAddressRange;
-static PFN_cuPointerGetAttribute_v4000 pointerGetAttribute;
-static pthread_once_t extraOnce = PTHREAD_ONCE_INIT;
-
-static void* extraLookup(const char* symbol) {
-  enum cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
-  void* fn = NULL;
-  if (cudaGetDriverEntryPointByVersion(symbol, &fn, PURLIN_DRIVER_API_VERSION, cudaEnableDefault,
-                                       &st) != cudaSuccess ||
-      st != cudaDriverEntryPointSuccess)
-    fn = NULL;
-  cudaGetLastError();
-  return fn;
-}
-
-static void extraLoad(void) {
-  retainAllocationHandle =
-      (PFN_cuMemRetainAllocationHandle_v11000)extraLookup("cuMemRetainAllocationHandle");
-  getAddressRange = (PFN_cuMemGetAddressRange_v3020)extraLookup("cuMemGetAddressRange");
-  pointerGetAttribute = (PFN_cuPointerGetAttribute_v4000)extraLookup("cuPointerGetAttribute");
-}
-
-static purlinResult_t extraDriverLoad(void) {
-  PURLIN_CHECK(purlinDriverLoad());
-  pthread_once(&extraOnce, extraLoad);
-  PURLIN_RETURN_IF(retainAllocationHandle == NULL || getAddressRange == NULL ||
-                       pointerGetAttribute == NULL,
-                   purlinNoDevice,
-                   "the CUDA driver has no cuMemRetainAllocationHandle, cuMemGetAddressRange or "
-                   "cuPointerGetAttribute for CUDA %d.%d; a newer driver is needed",
-                   PURLIN_DRIVER_API_VERSION / 1000, PURLIN_DRIVER_API_VERSION % 1000 / 10);
-  return purlinSuccess;
 }
 
 /* --- Windows ------------------------------------------------------------ */
@@ -648,8 +608,8 @@ static purlinResult_t registerLocal(struct purlinComm* comm, void* ptr, size_t b
                    "%s: %p lies in rank %d's window already (memory of purlinMemAlloc, or a "
                    "registered buffer's alias): it is symmetric as it is",
                    fn, ptr, comm->rank);
-  PURLIN_CHECK(extraDriverLoad());
-  CUresult r = getAddressRange(&base, &size, (CUdeviceptr)u);
+  PURLIN_CHECK(purlinDriverLoad());
+  CUresult r = purlinDriver.memGetAddressRange(&base, &size, (CUdeviceptr)u);
   PURLIN_RETURN_IF(r != CUDA_SUCCESS, purlinInvalidArgument,
                    "%s: %p is not device memory (cuMemGetAddressRange: %s); register memory made "
                    "with cuMemCreate and mapped with cuMemMap, or allocate with purlinMemAlloc",
@@ -665,11 +625,12 @@ static purlinResult_t registerLocal(struct purlinComm* comm, void* ptr, size_t b
   {
     int legacyIpc = 0;
     CUmemoryPool pool = NULL;
-    if (pointerGetAttribute(&legacyIpc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                            (CUdeviceptr)u) != CUDA_SUCCESS)
+    if (purlinDriver.pointerGetAttribute(&legacyIpc,
+                                         CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                         (CUdeviceptr)u) != CUDA_SUCCESS)
       legacyIpc = 0;
-    if (pointerGetAttribute((void*)&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, (CUdeviceptr)u) !=
-        CUDA_SUCCESS)
+    if (purlinDriver.pointerGetAttribute((void*)&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                         (CUdeviceptr)u) != CUDA_SUCCESS)
       pool = NULL;
     PURLIN_RETURN_IF(legacyIpc || pool != NULL, purlinInvalidArgument,
                      "%s: %p is memory of %s, which cannot be registered; allocate symmetric "
@@ -677,7 +638,7 @@ static purlinResult_t registerLocal(struct purlinComm* comm, void* ptr, size_t b
                      "it with cuMemMap",
                      fn, ptr, pool != NULL ? "a memory pool (cudaMallocAsync)" : "cudaMalloc");
   }
-  r = retainAllocationHandle(&h, (void*)(uintptr_t)base);
+  r = purlinDriver.memRetainAllocationHandle(&h, (void*)(uintptr_t)base);
   PURLIN_RETURN_IF(r != CUDA_SUCCESS, purlinInvalidArgument,
                    "%s: %p is not memory of the CUDA virtual memory API "
                    "(cuMemRetainAllocationHandle: %s): memory of cudaMalloc, cudaMallocAsync or "
