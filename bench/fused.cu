@@ -53,20 +53,8 @@ static const float kEps = 1e-6f;
 /* The epilogue's arguments on rank r, from `sums` into out / resOut. */
 static purlinNormArgs_t normOf(const Bench* B, const Rank& k, const void* sums, void* out,
                                void* resOut) {
-  purlinNormArgs_t a;
-  memset(&a, 0, sizeof a);
-  a.sums = sums;
-  a.residualIn = k.res;
-  a.weight = k.w;
-  a.out = out;
-  a.residualOut = resOut;
-  a.outFp8 = NULL;
-  a.rows = B->rows;
-  a.hidden = (uint32_t)B->hidden;
-  a.dtype = purlinBfloat16;
-  a.eps = kEps;
-  a.scale = 1.0f;
-  return a;
+  return purlinNormArgsOf(sums, k.res, k.w, out, resOut, NULL, B->rows * B->hidden, B->hidden,
+                          purlinBfloat16, kEps, 1.0f);
 }
 
 /* One call of mode m on rank r; `ref` writes the unfused results to the

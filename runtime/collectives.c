@@ -261,18 +261,9 @@ static purlinResult_t normRun(purlinComm_t handle, const char* fn, const void* i
   if (res != purlinSuccess) {
     purlinCommSetLastError(comm, purlinThreadLastError());
   } else {
-    purlinNormArgs_t norm;
-    norm.sums = out;
-    norm.residualIn = residualIn;
-    norm.weight = weight;
-    norm.out = out;
-    norm.residualOut = residualOut;
-    norm.outFp8 = outFp8;
-    norm.rows = count / hidden; /* hidden >= 1: checked */
-    norm.hidden = (uint32_t)hidden;
-    norm.dtype = dtype;
-    norm.eps = eps;
-    norm.scale = scale;
+    /* hidden >= 1 and divides count: checked. */
+    const purlinNormArgs_t norm = purlinNormArgsOf(out, residualIn, weight, out, residualOut,
+                                                   outFp8, count, hidden, dtype, eps, scale);
     res = collRunIn(comm, fn, purlinCollAllReduce, in, out, count, NULL, dtype, purlinSum, stream,
                     NULL, &norm);
   }

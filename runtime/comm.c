@@ -956,7 +956,7 @@ static void abortTellPeers(struct purlinGroup* group, int rank, int device) {
  * The order chain's last record completes after every earlier uncaptured
  * call (order.h). Relaxed, so that another thread's capture is not
  * invalidated by the wait. */
-static void commDrain(struct purlinComm* comm) {
+void purlinCommDrain(struct purlinComm* comm) {
   if (!comm->order.eager.valid) return;
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);
@@ -1011,7 +1011,7 @@ static purlinResult_t commRelease(purlinComm_t handle, int abort, const char* fn
    * this rank stop counting in its group: the rank released last frees the
    * group, which calls inside another rank's handle still read. */
   while (__atomic_load_n(&slot->busy, __ATOMIC_SEQ_CST) != 0) sched_yield();
-  commDrain(comm);
+  purlinCommDrain(comm);
   pthread_mutex_lock(&registryLock);
   int last = --group->liveRanks == 0;
   pthread_mutex_unlock(&registryLock);

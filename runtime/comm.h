@@ -111,6 +111,11 @@ struct purlinComm {
 purlinResult_t purlinCommEnter(purlinComm_t handle, const char* fn, struct purlinComm** comm);
 void purlinCommLeave(struct purlinComm* comm);
 
+/* Waits for the rank's queued uncaptured calls (the order chain's last
+ * record), as destroy does before the rank's memory goes; relaxed capture
+ * mode, so another thread's capture is not invalidated. */
+void purlinCommDrain(struct purlinComm* comm);
+
 /* Whether the group has failed (its abort word is raised or an error was
  * recorded), without a lock, so that only then the caller takes it through
  * purlinCommAsyncError. */

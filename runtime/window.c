@@ -454,18 +454,6 @@ static purlinResult_t windowsEnabled(const struct purlinComm* comm, const char* 
   return purlinSuccess;
 }
 
-/* Waits for the rank's queued uncaptured calls (as purlinCommDestroy
- * does), so that memory they use is not unmapped under them. Relaxed, so
- * that another thread's capture is not invalidated by the wait. */
-static void rankDrain(struct purlinComm* comm) {
-  if (!comm->order.eager.valid) return;
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
-  cudaEventSynchronize(comm->order.eager.event);
-  cudaGetLastError();
-  cudaThreadExchangeStreamCaptureMode(&mode);
-}
-
 /* purlinMemAlloc's local half: a range of the window, memory on the rank's
  * GPU mapped there, and (between processes) its descriptor. *out is the
  * new entry, in the table; *rangeAt is where its range starts (the entry's
@@ -573,7 +561,7 @@ static purlinResult_t memFree(struct purlinComm* comm, void* ptr) {
                    : e->registered ? " (it is a registered buffer's alias; purlinCommDeregister "
                                      "its handle)"
                                    : " (it points inside one; pass the pointer it returned)");
-  rankDrain(comm);
+  purlinCommDrain(comm);
   entryDrop(comm, e, e->offset);
   return purlinSuccess;
 }
@@ -749,7 +737,7 @@ static purlinResult_t commDeregister(struct purlinComm* comm, void* handle) {
                    "of another communicator)",
                    handle, comm->rank);
   if (--e->refs > 0) return purlinSuccess;
-  rankDrain(comm);
+  purlinCommDrain(comm);
   entryDrop(comm, e, e->offset);
   return purlinSuccess;
 }

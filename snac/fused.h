@@ -76,6 +76,34 @@ typedef struct purlinNormArgs_t {
   float scale; /* multiplies y before the fp8 conversion */
 } purlinNormArgs_t;
 
+#ifdef __CUDACC__
+#define PURLIN_FUSED_HD __host__ __device__ __forceinline__
+#else
+#define PURLIN_FUSED_HD static inline
+#endif
+
+/* The epilogue of a call of `count` elements in rows of `hidden` (which
+ * divides it) whose AllReduce sums are in `sums`; outFp8 NULL: none. */
+PURLIN_FUSED_HD purlinNormArgs_t purlinNormArgsOf(const void* sums, const void* residualIn,
+                                                  const void* weight, void* out,
+                                                  void* residualOut, void* outFp8, uint64_t count,
+                                                  uint64_t hidden, purlinDataType_t dtype,
+                                                  float eps, float scale) {
+  purlinNormArgs_t a;
+  a.sums = sums;
+  a.residualIn = residualIn;
+  a.weight = weight;
+  a.out = out;
+  a.residualOut = residualOut;
+  a.outFp8 = outFp8;
+  a.rows = count / hidden;
+  a.hidden = (uint32_t)hidden;
+  a.dtype = dtype;
+  a.eps = eps;
+  a.scale = scale;
+  return a;
+}
+
 /* The latency path's fused kernel: the AllReduce of `args` (recvbuff is
  * norm->out, op sum) on `ctas` CTAs of PURLIN_LATENCY_THREADS threads, the
  * small routine when `smallAllReduce`, then the epilogue. */

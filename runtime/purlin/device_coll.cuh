@@ -271,18 +271,8 @@ static __device__ __noinline__ void devFusedRun(const purlinDevCommHandle_t comm
   if (!devCollRun<true, D, purlinSum>(comm, team, smem, purlinCollAllReduce, D, in, out, count,
                                       NULL))
     return;
-  purlinNormArgs_t a;
-  a.sums = out;
-  a.residualIn = residualIn;
-  a.weight = weight;
-  a.out = out;
-  a.residualOut = residualOut;
-  a.outFp8 = outFp8;
-  a.rows = count / hidden;
-  a.hidden = (uint32_t)hidden;
-  a.dtype = D;
-  a.eps = eps;
-  a.scale = scale;
+  const purlinNormArgs_t a = purlinNormArgsOf(out, residualIn, weight, out, residualOut, outFp8,
+                                               count, hidden, D, eps, scale);
   const SnacTeam t = snacTeamOfCtas(team.firstCta, team.ctas, team.nthreads, team.bar);
   snacNormRows<D>(t, a, &smem->norm);
   /* The rows' outputs before the team goes on (as the AllReduce's). */
