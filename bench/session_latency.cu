@@ -12,7 +12,7 @@
  * node (kCalls empty one-thread kernels per rank). Outputs are checked
  * exactly after the timed replays.
  *
- *   session_latency [ranks]
+ *   session_latency [ranks [megakernelCtas [max bytes]]]
  */
 #include <algorithm>
 #include <stdio.h>
@@ -58,56 +58,106 @@ static purlinMegakernelWords_t* traceWords(Ranks* R, int r) {
 }
 
 /* Where a session call's time goes: `body` captured as one graph, replayed
- * once with the megakernel's and the nodes' trace on; the stamps of rank
- * 0's last PURLIN_TRACE_ENTRIES tickets, medians of each step, printed as
- * one comment line. */
+ * once with every rank's megakernel and node trace on; the stamps of the
+ * last PURLIN_TRACE_ENTRIES tickets (a ticket is the same call on every
+ * rank), medians of each step of rank 0, and across the ranks: how far
+ * apart their nodes started and published, and rank 0's run from the
+ * moment the last rank's megakernel saw the call. Printed as comment
+ * lines headed `what`. */
 template <typename F>
-static void traceLine(Ranks* R, F body) {
+static void traceLine(Ranks* R, const char* what, F body) {
   cudaGraphExec_t x = benchCaptureForked(R->main, R->fork, R->n, R->streams.data(),
                                          R->join.data(), body);
-  purlinMegakernelWords_t* w = traceWords(R, 0);
   const uint64_t on = 1, off = 0;
-  GPU_CUDA_OK(cudaMemset(w->trace, 0, sizeof w->trace));
-  GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &on, 8, cudaMemcpyHostToDevice));
+  for (int r = 0; r < R->n; ++r) {
+    purlinMegakernelWords_t* w = traceWords(R, r);
+    GPU_CUDA_OK(cudaMemset(w->trace, 0, sizeof w->trace));
+    GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &on, 8, cudaMemcpyHostToDevice));
+  }
   GPU_CUDA_OK(cudaGraphLaunch(x, R->main));
   GPU_CUDA_OK(cudaStreamSynchronize(R->main));
-  GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &off, 8, cudaMemcpyHostToDevice));
-  uint64_t tr[PURLIN_TRACE_ENTRIES][8];
-  GPU_CUDA_OK(cudaMemcpy(tr, w->trace, sizeof tr, cudaMemcpyDeviceToHost));
+  std::vector<std::vector<uint64_t>> tr(R->n, std::vector<uint64_t>(PURLIN_TRACE_ENTRIES * PURLIN_TRACE_POINTS));
+  for (int r = 0; r < R->n; ++r) {
+    purlinMegakernelWords_t* w = traceWords(R, r);
+    GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &off, 8, cudaMemcpyHostToDevice));
+    GPU_CUDA_OK(cudaMemcpy(tr[r].data(), w->trace, sizeof w->trace,
+                           cudaMemcpyDeviceToHost));
+  }
   GPU_CUDA_OK(cudaGraphExecDestroy(x));
-  /* Calls whose every stamp is there (the retire has no run), in order. */
-  std::vector<const uint64_t*> calls;
+  /* Entries whose every stamp is there on every rank (the retire has no
+   * run), in rank 0's order. */
+  std::vector<int> calls;
   for (int i = 0; i < PURLIN_TRACE_ENTRIES; ++i) {
     bool all = true;
-    for (int k = 0; k <= PURLIN_TRACE_MK_DONE; ++k) all = all && tr[i][k] != 0;
-    if (all) calls.push_back(tr[i]);
+    for (int r = 0; r < R->n; ++r)
+      for (int k = 0; k <= PURLIN_TRACE_MK_DONE; ++k) all = all && tr[r][i * PURLIN_TRACE_POINTS + k] != 0;
+    if (all) calls.push_back(i);
   }
-  std::sort(calls.begin(), calls.end(), [](const uint64_t* a, const uint64_t* b) {
-    return a[PURLIN_TRACE_NODE_START] < b[PURLIN_TRACE_NODE_START];
+  std::sort(calls.begin(), calls.end(), [&](int a, int b) {
+    return tr[0][a * PURLIN_TRACE_POINTS + PURLIN_TRACE_NODE_START] <
+           tr[0][b * PURLIN_TRACE_POINTS + PURLIN_TRACE_NODE_START];
   });
   if (calls.size() < 3) {
-    printf("#   trace: too few complete entries (%zu)\n", calls.size());
+    printf("#   trace %s: too few complete entries (%zu)\n", what, calls.size());
     return;
   }
-  auto median = [&](int from, int to, bool next) {
+  auto at = [&](int r, int i, int k) { return (double)tr[r][calls[i] * PURLIN_TRACE_POINTS + k]; };
+  auto medianOf = [&](bool next, auto f) {
     std::vector<double> v;
-    for (size_t i = 0; i + (next ? 1 : 0) < calls.size(); ++i) {
-      const uint64_t b = next ? calls[i + 1][to] : calls[i][to];
-      v.push_back(((double)b - (double)calls[i][from]) / 1e3);
-    }
+    for (size_t i = 0; i + (next ? 1 : 0) < calls.size(); ++i) v.push_back(f((int)i) / 1e3);
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  printf("#   trace, rank 0, median of %zu calls (us): enqueue %.2f | pickup %.2f | read %.2f | "
-         "run %.2f | complete %.2f | noticed %.2f | next node %.2f | call to call %.2f\n",
-         calls.size(), median(PURLIN_TRACE_NODE_START, PURLIN_TRACE_PUBLISHED, false),
-         median(PURLIN_TRACE_PUBLISHED, PURLIN_TRACE_MK_SEEN, false),
-         median(PURLIN_TRACE_MK_SEEN, PURLIN_TRACE_MK_RUN, false),
-         median(PURLIN_TRACE_MK_RUN, PURLIN_TRACE_MK_RAN, false),
-         median(PURLIN_TRACE_MK_RAN, PURLIN_TRACE_MK_DONE, false),
-         median(PURLIN_TRACE_MK_DONE, PURLIN_TRACE_NODE_DONE, false),
-         median(PURLIN_TRACE_NODE_DONE, PURLIN_TRACE_NODE_START, true),
-         median(PURLIN_TRACE_NODE_START, PURLIN_TRACE_NODE_START, true));
+  auto step = [&](int from, int to, bool next) {
+    return medianOf(next, [&](int i) { return at(0, next ? i + 1 : i, to) - at(0, i, from); });
+  };
+  auto spread = [&](int k) {
+    return medianOf(false, [&](int i) {
+      double lo = at(0, i, k), hi = lo;
+      for (int r = 1; r < R->n; ++r) lo = std::min(lo, at(r, i, k)), hi = std::max(hi, at(r, i, k));
+      return hi - lo;
+    });
+  };
+  /* Rank 0's point `to` after the last rank's point `from`. */
+  auto afterLast = [&](int from, int to) {
+    return medianOf(false, [&](int i) {
+      double last = 0;
+      for (int r = 0; r < R->n; ++r) last = std::max(last, at(r, i, from));
+      return at(0, i, to) - last;
+    });
+  };
+  printf("#   trace %s, rank 0, median of %zu calls (us): enqueue %.2f | pickup %.2f | read %.2f | "
+         "run %.2f | complete %.2f | noticed %.2f | next node %.2f | call to call %.2f | "
+         "megakernel done to next seen %.2f\n",
+         what, calls.size(), step(PURLIN_TRACE_NODE_START, PURLIN_TRACE_PUBLISHED, false),
+         step(PURLIN_TRACE_PUBLISHED, PURLIN_TRACE_MK_SEEN, false),
+         step(PURLIN_TRACE_MK_SEEN, PURLIN_TRACE_MK_RUN, false),
+         step(PURLIN_TRACE_MK_RUN, PURLIN_TRACE_MK_RAN, false),
+         step(PURLIN_TRACE_MK_RAN, PURLIN_TRACE_MK_DONE, false),
+         step(PURLIN_TRACE_MK_DONE, PURLIN_TRACE_NODE_DONE, false),
+         step(PURLIN_TRACE_NODE_DONE, PURLIN_TRACE_NODE_START, true),
+         step(PURLIN_TRACE_NODE_START, PURLIN_TRACE_NODE_START, true),
+         step(PURLIN_TRACE_MK_DONE, PURLIN_TRACE_MK_SEEN, true));
+  /* The latency routines' own points, where they stamped. */
+  bool inside = true;
+  for (size_t i = 0; i < calls.size(); ++i)
+    inside = inside && at(0, (int)i, PURLIN_TRACE_MK_ENTER) != 0 &&
+             at(0, (int)i, PURLIN_TRACE_MK_EXCHANGED) != 0 &&
+             at(0, (int)i, PURLIN_TRACE_MK_RETURNED) != 0;
+  if (inside)
+    printf("#   trace %s, rank 0 inside run (us): dispatch %.2f | to every packet %.2f | "
+           "store and return %.2f | barrier %.2f | every packet after the last rank entered "
+           "%.2f\n",
+           what, step(PURLIN_TRACE_MK_RUN, PURLIN_TRACE_MK_ENTER, false),
+           step(PURLIN_TRACE_MK_ENTER, PURLIN_TRACE_MK_EXCHANGED, false),
+           step(PURLIN_TRACE_MK_EXCHANGED, PURLIN_TRACE_MK_RETURNED, false),
+           step(PURLIN_TRACE_MK_RETURNED, PURLIN_TRACE_MK_RAN, false),
+           afterLast(PURLIN_TRACE_MK_ENTER, PURLIN_TRACE_MK_EXCHANGED));
+  if (R->n > 1)
+    printf("#   trace %s, across %d ranks (us): node start spread %.2f | published spread %.2f | "
+           "run start spread %.2f | rank 0 run after the last rank's start %.2f\n",
+           what, R->n, spread(PURLIN_TRACE_NODE_START), spread(PURLIN_TRACE_PUBLISHED),
+           spread(PURLIN_TRACE_MK_RUN), afterLast(PURLIN_TRACE_MK_RUN, PURLIN_TRACE_MK_RAN));
 }
 
 static uint16_t bf16Of(int v) {
@@ -126,7 +176,7 @@ int main(int argc, char** argv) {
   Ranks R;
   R.n = argc > 1 ? atoi(argv[1]) : 8;
   if (R.n < 1 || R.n > 16) {
-    fprintf(stderr, "usage: session_latency [ranks 1..16]\n");
+    fprintf(stderr, "usage: session_latency [ranks 1..16 [megakernelCtas [max bytes]]]\n");
     return 2;
   }
   R.comms.assign(R.n, NULL);
@@ -134,7 +184,7 @@ int main(int argc, char** argv) {
   R.join.assign(R.n, NULL);
   std::vector<int> devices(R.n, 0);
   purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
-  cfg.megakernelCtas = R.n > 8 ? 4 : 8;
+  cfg.megakernelCtas = argc > 2 ? atoi(argv[2]) : R.n > 8 ? 4 : 8;
   GPU_PURLIN_OK(purlinCommInitAllConfig(R.comms.data(), R.n, devices.data(), &cfg));
   GPU_CUDA_OK(cudaStreamCreateWithFlags(&R.main, cudaStreamNonBlocking));
   GPU_CUDA_OK(cudaEventCreateWithFlags(&R.fork, cudaEventDisableTiming));
@@ -148,7 +198,7 @@ int main(int argc, char** argv) {
          "followed by its wait; %d calls per graph, median of %d replays; megakernelCtas %d\n",
          R.n, prop.name, kCalls, kReplays, cfg.megakernelCtas);
 
-  const size_t maxBytes = (size_t)1 << 20;
+  const size_t maxBytes = argc > 3 ? (size_t)atoll(argv[3]) : (size_t)1 << 20;
   std::vector<void*> in(R.n), out(R.n);
   for (int r = 0; r < R.n; ++r) {
     GPU_CUDA_OK(cudaMalloc(&in[r], maxBytes));
@@ -221,7 +271,8 @@ int main(int argc, char** argv) {
     worstAll = std::max(worstAll, ratio);
     printf("%12zu %10zu %6s %12.2f %12.2f %10.2f %12.2f %10.2f %8ld\n", bytes, count, "bf16",
            eager, latency, ratio, rate, rate / eager, wrong);
-    traceLine(&R, session(kCalls, false, count));
+    traceLine(&R, "sess+wait", session(kCalls, false, count));
+    traceLine(&R, "rate", session(kCalls, true, count));
     fflush(stdout);
     if (wrong) return 1;
   }

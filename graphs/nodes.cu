@@ -19,6 +19,27 @@ __device__ __forceinline__ void nodeStamp(purlinMegakernelWords_t* mw, uint64_t 
   *(volatile uint64_t*)&mw->trace[t % PURLIN_TRACE_ENTRIES][point] = snacGlobalTimerNs();
 }
 
+/* Programmatic dependent launch (sm_90 on): a node launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization may start while the
+ * kernel before it on its stream still runs. It waits, before touching
+ * the ring, until that predecessor has completed and its memory is
+ * visible (wait), and only then lets its own successor launch
+ * (launch_dependents: one thread per CTA is enough). So the next node of a
+ * stream is resident and waiting while this one runs, and at most two
+ * nodes of a stream are resident: the launch latency of a dependent node
+ * leaves the call's critical path. */
+__device__ __forceinline__ void nodeLaunchDependents(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void nodeWaitPredecessor(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 template <int MAXC>
 struct EnqueueParams {
   purlinDevComm_t* dc;
@@ -27,12 +48,21 @@ struct EnqueueParams {
   uint32_t countsPerSlot;
   uint32_t n;
   int wait;
+  int pdl;
   uint64_t counts[MAXC];
 };
 
 template <int MAXC>
 __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ EnqueueParams<MAXC> p) {
   if (threadIdx.x != 0) return;
+  if (p.pdl) {
+    /* In this order: a node that let its successor launch before its own
+     * predecessor completed would let the whole chain of a captured
+     * session become resident at once, each waiting on the one before
+     * (measured: 1000 calls per rank hang 8 ranks). */
+    nodeWaitPredecessor();
+    nodeLaunchDependents();
+  }
   purlinControl_t* c = (purlinControl_t*)p.dc;
   const purlinRing_t ring = purlinRingOf(c);
   SnacState st;
@@ -84,10 +114,25 @@ __global__ void __launch_bounds__(32) residentKernel(purlinDevComm_t* dc, int ct
   }
 }
 
+/* Launches one enqueue node: 1 x 32 threads, programmatic when `pdl`. */
+template <int MAXC>
+cudaError_t launchEnqueue(const EnqueueParams<MAXC>& p, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(1);
+  cfg.blockDim = dim3(32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = p.pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, enqueueKernel<MAXC>, p);
+}
+
 }  // namespace
 
 extern "C" cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDesc_t* d,
-                                         const purlinNodeCounts_t* counts, int wait,
+                                         const purlinNodeCounts_t* counts, int wait, int pdl,
                                          cudaStream_t stream) {
   if (counts != NULL && counts->n > 0) {
     if (counts->n > PURLIN_THROUGHPUT_MAX_COUNTS || counts->n > counts->countsPerSlot)
@@ -99,8 +144,9 @@ extern "C" cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDe
     p.countsPerSlot = counts->countsPerSlot;
     p.n = counts->n;
     p.wait = wait;
+    p.pdl = pdl;
     for (uint32_t i = 0; i < counts->n; ++i) p.counts[i] = counts->host[i];
-    enqueueKernel<PURLIN_THROUGHPUT_MAX_COUNTS><<<1, 32, 0, stream>>>(p);
+    return launchEnqueue(p, stream);
   } else {
     EnqueueParams<1> p;
     p.dc = dc;
@@ -109,10 +155,10 @@ extern "C" cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDe
     p.countsPerSlot = 0;
     p.n = 0;
     p.wait = wait;
+    p.pdl = pdl;
     p.counts[0] = 0;
-    enqueueKernel<1><<<1, 32, 0, stream>>>(p);
+    return launchEnqueue(p, stream);
   }
-  return cudaGetLastError();
 }
 
 extern "C" cudaError_t purlinNodeWaitAll(purlinDevComm_t* dc, cudaStream_t stream) {

@@ -40,9 +40,15 @@ typedef struct purlinNodeCounts_t {
  * collective's outputs are visible to the stream's later work). A ring
  * that stays full past the timeout reports PURLIN_ERROR_QUEUE_FULL; no
  * megakernel serving the ring reports PURLIN_ERROR_NO_SESSION and enqueues
- * nothing. Stream-ordered and capturable. */
+ * nothing. Stream-ordered and capturable. With `pdl` (compute capability
+ * 9.0 on) the node is a programmatic dependent launch: it may become
+ * resident while the stream's previous kernel runs, and waits for that
+ * kernel's completion (griddepcontrol.wait) before it takes its ticket, so
+ * stream order is what it was; and the node lets the stream's next kernel
+ * launch early the same way. */
 cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDesc_t* d,
-                              const purlinNodeCounts_t* counts, int wait, cudaStream_t stream);
+                              const purlinNodeCounts_t* counts, int wait, int pdl,
+                              cudaStream_t stream);
 
 /* Waits until every descriptor enqueued into the ring before this node
  * runs has completed. Stream-ordered and capturable. */

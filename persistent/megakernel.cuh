@@ -31,6 +31,38 @@
 #include "snac/throughput.cuh"
 #include "snac/wait.cuh"
 
+/* A trace stamp (megakernel.h): a plain store of the global timer. */
+static __device__ __forceinline__ void megakernelStamp(purlinMegakernelWords_t* mw, uint64_t t,
+                                                       int point) {
+  *(volatile uint64_t*)&mw->trace[t % PURLIN_TRACE_ENTRIES][point] = snacGlobalTimerNs();
+}
+
+/* What a latency routine stamps when the trace is on: `ticket` is the
+ * descriptor's, ~0 when the trace is off. */
+struct MegakernelTrace {
+  purlinMegakernelWords_t* mw;
+  uint64_t ticket;
+  __device__ __forceinline__ bool on(const SnacTeam* t) const {
+    return ticket != ~(uint64_t)0 && t->tid == 0 && t->cta == 0;
+  }
+};
+
+/* The small AllReduce's default tail (its sums to recvbuff), stamping
+ * when thread 0 of the team has every peer's packets. */
+struct MegakernelTraceSums {
+  SnacStoreSums store;
+  purlinMegakernelWords_t* mw;
+  uint64_t ticket;
+  bool on;
+  __device__ __forceinline__ void prefetch(uint64_t g, bool has) { store.prefetch(g, has); }
+  __device__ __forceinline__ void finish(const SnacTeam& t, const purlinLatencyArgs_t& a,
+                                         uint64_t epoch, uint64_t g, bool valid, uint64_t m,
+                                         uint64_t bits) {
+    if (on) megakernelStamp(mw, ticket, PURLIN_TRACE_MK_EXCHANGED);
+    store.finish(t, a, epoch, g, valid, m, bits);
+  }
+};
+
 /* The routine of one descriptor on one team, one function per path,
  * datatype and op: __noinline__, so that the megakernel's loop stays small
  * in the instruction cache and ptxas allocates registers per routine (as
@@ -38,18 +70,22 @@
 template <bool R, purlinDataType_t D, purlinRedOp_t O>
 static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
                                                       const purlinCollDesc_t* d,
-                                                      purlinDevComm_t* dc, SnacLatencyCall* lat) {
+                                                      purlinDevComm_t* dc, SnacLatencyCall* lat,
+                                                      MegakernelTrace tr) {
+  const bool stamp = tr.on(t);
+  if (stamp) megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_ENTER);
   if (R && (d->flags & PURLIN_DESC_SMALL_AR) != 0) {
     /* The small AllReduce needs only the arguments: every thread builds
      * them from the descriptor in shared memory, with no barrier and no
      * per-peer table (the general routine's prologue). */
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDesc(d, dc, &a);
-    snacLatencyAllReduce<D, O>(*t, snacEpochIs(e), a);
-    return;
+    MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, stamp};
+    snacLatencyAllReduceWith<D, O>(*t, snacEpochIs(e), a, sums);
+  } else if (snacLatencyCallFromDesc(*t, d, dc, e, lat)) {
+    snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
   }
-  if (!snacLatencyCallFromDesc(*t, d, dc, e, lat)) return;
-  snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
+  if (stamp) megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_RETURNED);
 }
 
 template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
@@ -72,10 +108,11 @@ struct MegakernelRun {
   SnacLatencyCall* lat;
   SnacThroughputSmem* tp;
   unsigned char* atomSmem;
+  MegakernelTrace tr;
 
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   __device__ __forceinline__ void go() const {
-    if (d->path == purlinPathLatency) megakernelLatency<R, D, O>(t, e, d, dc, lat);
+    if (d->path == purlinPathLatency) megakernelLatency<R, D, O>(t, e, d, dc, lat, tr);
     else megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
   }
 
@@ -113,11 +150,12 @@ template <typename A>
 static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, uint64_t e,
                                                      purlinDevComm_t* dc, SnacLatencyCall* lat,
                                                      SnacThroughputSmem* tp,
-                                                     unsigned char* atomSmem) {
+                                                     unsigned char* atomSmem,
+                                                     MegakernelTrace tr) {
   if ((int)blockIdx.x >= d->ctas || (int)threadIdx.x >= d->threads) return;
   const int bar = d->threads == (int)blockDim.x ? 0 : 1;
   const SnacTeam t = snacTeamOfCtas(0, d->ctas, d->threads, bar);
-  MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem};
+  MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem, tr};
   run();
 }
 
@@ -143,19 +181,42 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
          ((d->sendbuff | d->recvbuff) & 7u) == 0;
 }
 
-/* Polls for ticket h as CTA 0's thread 0: true when it is published; false
- * on abort, or after PURLIN_MEGAKERNEL_IDLE_TIMEOUTS x timeoutMs with
- * nothing published (the idle retire, reported: a session that was never
- * ended). Longer than any wait's bound, so that a rank that never calls
- * is reported as the timeout it causes in its peers, not as idleness. */
-static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st) {
+/* Polls for ticket h as warp 0 of CTA 0, a slot word per lane (ring.h:
+ * the descriptor is there, and read, in one round trip): true, with the
+ * descriptor in *desc (shared memory), when it is published; false on
+ * abort, or after PURLIN_MEGAKERNEL_IDLE_TIMEOUTS x timeoutMs with nothing
+ * published (the idle retire, reported: a session that was never ended).
+ * Longer than any wait's bound, so that a rank that never calls is
+ * reported as the timeout it causes in its peers, not as idleness. Every
+ * lane returns the same.
+ *
+ * The polls are relaxed and one acquire fence follows the last (ring.h
+ * allows either): on sm_90 an acquire load also invalidates the SM's L1
+ * (CCTL.IVALL), once per poll of a spin; the fence does it once per
+ * descriptor. (Measured: no change in bench/session_latency's trace
+ * either way; it spares the SM's L1 all the same.) */
+static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st,
+                                                   purlinCollDesc_t* desc) {
+  const int lane = (int)(threadIdx.x & 31u);
+  const int word = lane & (PURLIN_RING_SLOT_WORDS - 1);
+  uint64_t* at = &purlinRingSlotOf(ring, h)->w[word];
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
-    if (purlinRingPublished(ring, h)) return true;
-    if ((spins & 1023u) == 0 &&
-        !snacStillWaitingFor(st, &start, PURLIN_MEGAKERNEL_IDLE_TIMEOUTS, -1,
-                             (uint32_t)purlinInvalidUsage, PURLIN_ERROR_IDLE_RETIRE, h))
-      return false;
+    const uint64_t w = cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*at).load(
+        cuda::memory_order_relaxed);
+    if (__all_sync(0xffffffffu, purlinRingWordIs(w, h))) {
+      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+      if (lane < PURLIN_RING_SLOT_WORDS) ((uint32_t*)(void*)desc)[lane] = (uint32_t)w;
+      __syncwarp();
+      return true;
+    }
+    if ((spins & 1023u) == 0) {
+      int keep = 1;
+      if (lane == 0)
+        keep = snacStillWaitingFor(st, &start, PURLIN_MEGAKERNEL_IDLE_TIMEOUTS, -1,
+                                   (uint32_t)purlinInvalidUsage, PURLIN_ERROR_IDLE_RETIRE, h);
+      if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
+    }
   }
 }
 
@@ -169,17 +230,15 @@ static __device__ __noinline__ bool megakernelWaitWord(uint64_t* word, uint64_t 
   cuda::atomic_ref<uint64_t, cuda::thread_scope_device> w(*word);
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
-    if ((int64_t)(w.load(cuda::memory_order_acquire) - value) >= 0) return true;
+    /* Relaxed polls and one acquire fence (megakernelNext says why). */
+    if ((int64_t)(w.load(cuda::memory_order_relaxed) - value) >= 0) {
+      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+      return true;
+    }
     if ((spins & 1023u) == 0 &&
         !snacStillWaitingFor(st, &start, bound, -1, (uint32_t)purlinTimeout, what, value))
       return false;
   }
-}
-
-/* A trace stamp (megakernel.h): a plain store of the global timer. */
-static __device__ __forceinline__ void megakernelStamp(purlinMegakernelWords_t* mw, uint64_t t,
-                                                       int point) {
-  *(volatile uint64_t*)&mw->trace[t % PURLIN_TRACE_ENTRIES][point] = snacGlobalTimerNs();
 }
 
 template <typename A>
@@ -219,21 +278,23 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
     uint64_t gen = postGen.load(cuda::memory_order_relaxed);
     uint64_t fin = finished.load(cuda::memory_order_relaxed);
     for (;;) {
-      if (lead) {
-        stop = 0;
-        if (!megakernelNext(ring, h, &st)) {
-          stop = 1;
-        } else {
-          if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_SEEN);
-          purlinRingRead(ring, h, &desc);
-          if (desc.flags & PURLIN_DESC_RETIRE) {
-            stop = 2;
-          } else if (!megakernelDescOk(&desc, nranks)) {
-            snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_DESC, -1, h);
+      if (threadIdx.x < 32) {
+        const bool got = megakernelNext(ring, h, &st, &desc);
+        if (lead) {
+          stop = 0;
+          if (!got) {
             stop = 1;
+          } else {
+            if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_SEEN);
+            if (desc.flags & PURLIN_DESC_RETIRE) {
+              stop = 2;
+            } else if (!megakernelDescOk(&desc, nranks)) {
+              snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_DESC, -1, h);
+              stop = 1;
+            }
           }
+          descEpoch = last + 1;
         }
-        descEpoch = last + 1;
       }
       __syncthreads();
       const int why = stop;
@@ -253,7 +314,8 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
         break;
       }
       if (trace && lead) megakernelStamp(mw, h, PURLIN_TRACE_MK_RUN);
-      megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem);
+      const MegakernelTrace tr = {mw, trace ? h : ~(uint64_t)0};
+      megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem, tr);
       __syncthreads();
       if (lead) {
         if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_RAN);
@@ -295,7 +357,8 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
       __syncthreads();
       if (stop == 2) last = descEpoch;
       if (stop != 0) break;
-      megakernelRun<A>(&desc, descEpoch, dc, &lat, &tp, atomSmem);
+      const MegakernelTrace tr = {mw, ~(uint64_t)0};
+      megakernelRun<A>(&desc, descEpoch, dc, &lat, &tp, atomSmem, tr);
       last = descEpoch;
       __syncthreads();
       /* acq_rel: this CTA's part (ordered before by the barrier) before

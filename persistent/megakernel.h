@@ -43,8 +43,12 @@ extern "C" {
 /* The most CTAs a megakernel runs: one epoch word each. */
 #define PURLIN_MEGAKERNEL_MAX_CTAS PURLIN_CTRL_EPOCH_WORDS
 
-/* The megakernel's words, in the second half of
- * purlinControl_t.ringCounters. Every counter is monotonic. */
+/* The trace (purlinMegakernelWords_t.trace): tickets and points kept. */
+#define PURLIN_TRACE_ENTRIES 32
+#define PURLIN_TRACE_POINTS 16
+
+/* The megakernel's words, in purlinControl_t.ringCounters after the
+ * ring's (persistent/ring.h). Every counter is monotonic. */
 typedef struct purlinMegakernelWords_t {
   uint64_t arrived;  /* megakernel CTAs that started */
   uint64_t departed; /* megakernel CTAs that exited */
@@ -67,10 +71,8 @@ typedef struct purlinMegakernelWords_t {
    * stores; read by the host after the session. */
   uint64_t traceOn;
   uint8_t pad3[120];
-  uint64_t trace[32][8];
+  uint64_t trace[PURLIN_TRACE_ENTRIES][PURLIN_TRACE_POINTS];
 } purlinMegakernelWords_t;
-
-#define PURLIN_TRACE_ENTRIES 32
 enum {
   PURLIN_TRACE_NODE_START = 0, /* the enqueue node began */
   PURLIN_TRACE_PUBLISHED = 1,  /* it published the descriptor */
@@ -78,14 +80,18 @@ enum {
   PURLIN_TRACE_MK_SEEN = 3,    /* the megakernel saw the descriptor published */
   PURLIN_TRACE_MK_RUN = 4,     /* ... read it, and its CTA began the routine */
   PURLIN_TRACE_MK_RAN = 5,     /* ... the routine returned on every thread of CTA 0 */
-  PURLIN_TRACE_MK_DONE = 6     /* ... and the completion was stored */
+  PURLIN_TRACE_MK_DONE = 6,    /* ... and the completion was stored */
+  /* Inside a latency routine of the megakernel (thread 0 of the team): */
+  PURLIN_TRACE_MK_ENTER = 7,     /* the routine began (after the dispatch) */
+  PURLIN_TRACE_MK_EXCHANGED = 8, /* the small AllReduce had every peer's packets */
+  PURLIN_TRACE_MK_RETURNED = 9   /* the routine returned */
 };
 
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, post) == 128, "megakernel: mailbox");
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, finished) == 256,
                      "megakernel: finish counter on its own line");
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, traceOn) == 512, "megakernel: trace");
-PURLIN_STATIC_ASSERT(sizeof(purlinRingWords_t) + sizeof(purlinMegakernelWords_t) <=
+PURLIN_STATIC_ASSERT(PURLIN_RING_WORDS_BYTES + sizeof(purlinMegakernelWords_t) <=
                          PURLIN_CTRL_RING_COUNTER_BYTES,
                      "the megakernel's words fit the ring counter area");
 
@@ -99,7 +105,7 @@ PURLIN_STATIC_ASSERT(sizeof(purlinRingWords_t) + sizeof(purlinMegakernelWords_t)
 #endif
 
 PURLIN_MEGAKERNEL_HD purlinMegakernelWords_t* purlinMegakernelWordsOf(purlinControl_t* c) {
-  return (purlinMegakernelWords_t*)(void*)(c->ringCounters + PURLIN_CTRL_RING_COUNTER_BYTES / 2);
+  return (purlinMegakernelWords_t*)(void*)(c->ringCounters + PURLIN_RING_WORDS_BYTES);
 }
 
 /* Dynamic shared memory of a megakernel running `atom` (its Atom's). */

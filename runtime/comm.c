@@ -384,10 +384,18 @@ static purlinResult_t writeDevComm(const struct purlinGroup* group, const purlin
   PURLIN_CUDA_CHECK(cudaMemset((char*)base + layout->latencyOffset, 0, 2 * layout->latencyBytes));
   PURLIN_CUDA_CHECK(cudaMemcpy(base, &dc, sizeof dc, cudaMemcpyHostToDevice));
   /* The descriptor ring starts empty at ticket 0 (persistent/ring.h). */
-  purlinRingWords_t ring;
-  purlinRingReset(&ring, 0);
-  PURLIN_CUDA_CHECK(cudaMemcpy((char*)base + offsetof(purlinControl_t, ringCounters), &ring,
-                               sizeof ring, cudaMemcpyHostToDevice));
+  purlinRingWords_t words;
+  const size_t slotBytes = sizeof(purlinRingSlot_t) * PURLIN_RING_SLOTS; /* 16 KiB */
+  purlinRingSlot_t* slots = (purlinRingSlot_t*)malloc(slotBytes);
+  PURLIN_RETURN_IF(slots == NULL, purlinOutOfMemory, "the ring's %zu bytes of slots", slotBytes);
+  const purlinRing_t ring = {&words, slots};
+  purlinRingReset(ring, 0);
+  cudaError_t err = cudaMemcpy((char*)base + offsetof(purlinControl_t, ringSlots), slots,
+                               slotBytes, cudaMemcpyHostToDevice);
+  free(slots);
+  PURLIN_CUDA_CHECK(err);
+  PURLIN_CUDA_CHECK(cudaMemcpy((char*)base + offsetof(purlinControl_t, ringCounters), &words,
+                               sizeof words, cudaMemcpyHostToDevice));
   /* The legacy stream orders both copies; wait for them here so that the
    * context is complete before any kernel of any stream can read it. */
   PURLIN_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));

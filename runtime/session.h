@@ -32,6 +32,7 @@ typedef struct purlinSession_t {
   int made;               /* the resources below exist */
   int ctas;               /* the megakernel's CTAs */
   purlinAtomKind_t atom;  /* its throughput Atom */
+  int pdl;                /* enqueue nodes are programmatic dependent launches (graphs/nodes.h) */
   cudaStream_t side;      /* the megakernel's stream, forked from the session's */
   cudaEvent_t fork, join; /* begin's fork and end's join */
   uint64_t* countsBlock;  /* host V counts, one block per ring slot */

@@ -3,7 +3,7 @@
  * very functions the megakernel and the enqueue kernels run, compiled for
  * the host with C11/GCC atomics and run under ThreadSanitizer (BUILD):
  * several producer threads, one consumer, waiters; counters started at 0
- * and just below 2^64 (so tickets, seq words and the completed count all
+ * and just below 2^64 (so tickets, slot flags and the completed count all
  * wrap); a full ring refusing a ticket until a slot completes; the exact
  * slot of every ticket at lap boundaries. Every descriptor carries
  * (producer, index, a hash of both): the consumer checks that none is
@@ -22,7 +22,7 @@
 enum { kProducers = 4 };
 
 static purlinRingWords_t words;
-static purlinCollDesc_t slots[PURLIN_RING_SLOTS];
+static purlinRingSlot_t slots[PURLIN_RING_SLOTS];
 static const purlinRing_t ring = {&words, slots};
 
 static uint64_t mix(uint64_t x) {
@@ -82,9 +82,8 @@ static int consume(uint64_t start, uint64_t total) {
   int errors = 0;
   for (uint64_t h = start; h != start + total; ++h) {
     unsigned spins = 0;
-    while (!purlinRingPublished(ring, h)) relax(&spins);
     purlinCollDesc_t d;
-    purlinRingRead(ring, h, &d);
+    while (!purlinRingTryRead(ring, h, &d)) relax(&spins);
     const int p = d.coll;
     int bad = p >= kProducers || d.seq != (uint32_t)h || d.hash != h;
     if (!bad) {
@@ -105,7 +104,7 @@ static int consume(uint64_t start, uint64_t total) {
 /* kProducers threads of `per` descriptors each against one consumer, the
  * counters starting at `start`. */
 static void stress(uint64_t start, uint64_t per) {
-  purlinRingReset(&words, start);
+  purlinRingReset(ring, start);
   pthread_t th[kProducers];
   Producer ps[kProducers];
   for (int i = 0; i < kProducers; ++i) {
@@ -127,7 +126,7 @@ static void stress(uint64_t start, uint64_t per) {
 /* Single-threaded: a full ring refuses the next ticket until one slot
  * completes; every ticket lands in slot t % SLOTS, across the wrap. */
 static void fullRing(uint64_t start) {
-  purlinRingReset(&words, start);
+  purlinRingReset(ring, start);
   for (uint64_t k = 0; k < PURLIN_RING_SLOTS; ++k) {
     /* Nothing is published before it is. */
     CHECK(!purlinRingPublished(ring, start + k));
@@ -141,8 +140,12 @@ static void fullRing(uint64_t start) {
     memset(&d, 0, sizeof d);
     d.count = k;
     purlinRingPublish(ring, t, &d);
-    CHECK_EQ_INT(slots[t % PURLIN_RING_SLOTS].count, k);
-    CHECK(purlinRingPublished(ring, t));
+    purlinCollDesc_t back;
+    memset(&back, 0, sizeof back);
+    CHECK(purlinRingTryRead(ring, t, &back));
+    CHECK_EQ_INT(back.count, k);
+    /* In slot t % SLOTS: its count's low word is slot word 4. */
+    CHECK_EQ_INT(slots[t % PURLIN_RING_SLOTS].w[4], purlinRingWord(t, (uint32_t)k));
   }
   const uint64_t t = purlinRingTake(&words, 1);
   CHECK(!purlinRingHasRoom(&words, t)); /* full: a lap ahead of the oldest */
@@ -158,9 +161,21 @@ static void fullRing(uint64_t start) {
   purlinRingPublish(ring, t, &d);
   CHECK(purlinRingPublished(ring, t));
   CHECK(!purlinRingPublished(ring, start)); /* its earlier lap is gone */
-  purlinRingRead(ring, t, &d);
+  CHECK(purlinRingTryRead(ring, t, &d));
   CHECK_EQ_INT(d.count, 12345u);
   CHECK_EQ_INT(d.seq, (uint32_t)t);
+  /* A slot half written is not published: the next lap's descriptor with
+   * its last word not yet stored, or (out of order) only its last word. */
+  const uint64_t u = t + PURLIN_RING_SLOTS;
+  purlinRingSlot_t* slot = &slots[u % PURLIN_RING_SLOTS];
+  const purlinRingSlot_t before = *slot;
+  for (int i = 0; i < PURLIN_RING_LAST_WORD; ++i) slot->w[i] = purlinRingWord(u, 7);
+  CHECK(!purlinRingTryRead(ring, u, &d));
+  *slot = before;
+  slot->w[PURLIN_RING_LAST_WORD] = purlinRingWord(u, 7);
+  CHECK(!purlinRingTryRead(ring, u, &d));
+  *slot = before;
+  CHECK(purlinRingTryRead(ring, t, &d));
   printf("full ring from %llu: refused at %d outstanding, free after one completion\n",
          (unsigned long long)start, PURLIN_RING_SLOTS);
 }
