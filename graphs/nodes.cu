@@ -126,7 +126,11 @@ cudaError_t launchEnqueue(const EnqueueParams<MAXC>& p, cudaStream_t stream) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = p.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, enqueueKernel<MAXC>, p);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, enqueueKernel<MAXC>, p);
+  /* Clears the launch error too, as <<<>>> with cudaGetLastError would:
+   * the runtime's later calls must not report it as theirs. */
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e;
 }
 
 }  // namespace
