@@ -153,6 +153,21 @@ static void traceLine(Ranks* R, const char* what, F body) {
            step(PURLIN_TRACE_MK_EXCHANGED, PURLIN_TRACE_MK_RETURNED, false),
            step(PURLIN_TRACE_MK_RETURNED, PURLIN_TRACE_MK_RAN, false),
            afterLast(PURLIN_TRACE_MK_ENTER, PURLIN_TRACE_MK_EXCHANGED));
+  /* The same steps in SM cycles (the global timer ticks in 256 ns here). */
+  bool clocks = inside;
+  for (size_t i = 0; i < calls.size(); ++i)
+    for (int k = PURLIN_TRACE_CLK_RUN; k <= PURLIN_TRACE_CLK_RETURNED; ++k)
+      clocks = clocks && at(0, (int)i, k) != 0;
+  if (clocks) {
+    auto cycles = [&](int from, int to) { return step(from, to, false) * 1e3; };
+    printf("#   trace %s, rank 0 inside run (SM cycles): dispatch %.0f | input issued %.0f | "
+           "pushed %.0f | every packet %.0f | store and return %.0f\n",
+           what, cycles(PURLIN_TRACE_CLK_RUN, PURLIN_TRACE_CLK_ENTER),
+           cycles(PURLIN_TRACE_CLK_ENTER, PURLIN_TRACE_CLK_INPUT),
+           cycles(PURLIN_TRACE_CLK_INPUT, PURLIN_TRACE_CLK_PUSHED),
+           cycles(PURLIN_TRACE_CLK_PUSHED, PURLIN_TRACE_CLK_PACKETS),
+           cycles(PURLIN_TRACE_CLK_PACKETS, PURLIN_TRACE_CLK_RETURNED));
+  }
   if (R->n > 1)
     printf("#   trace %s, across %d ranks (us): node start spread %.2f | published spread %.2f | "
            "run start spread %.2f | rank 0 run after the last rank's start %.2f\n",

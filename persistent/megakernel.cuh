@@ -37,6 +37,13 @@ static __device__ __forceinline__ void megakernelStamp(purlinMegakernelWords_t* 
   *(volatile uint64_t*)&mw->trace[t % PURLIN_TRACE_ENTRIES][point] = snacGlobalTimerNs();
 }
 
+/* A cycle stamp (PURLIN_TRACE_CLK_*): the SM's clock, for steps shorter
+ * than the global timer's tick. */
+static __device__ __forceinline__ void megakernelClock(purlinMegakernelWords_t* mw, uint64_t t,
+                                                       int point) {
+  *(volatile uint64_t*)&mw->trace[t % PURLIN_TRACE_ENTRIES][point] = (uint64_t)clock64();
+}
+
 /* What a latency routine stamps when the trace is on: `ticket` is the
  * descriptor's, ~0 when the trace is off. */
 struct MegakernelTrace {
@@ -54,11 +61,20 @@ struct MegakernelTraceSums {
   purlinMegakernelWords_t* mw;
   uint64_t ticket;
   bool on;
-  __device__ __forceinline__ void prefetch(uint64_t g, bool has) { store.prefetch(g, has); }
+  __device__ __forceinline__ void prefetch(uint64_t g, bool has) {
+    store.prefetch(g, has);
+    if (on) megakernelClock(mw, ticket, PURLIN_TRACE_CLK_INPUT);
+  }
+  __device__ __forceinline__ void pushed() {
+    if (on) megakernelClock(mw, ticket, PURLIN_TRACE_CLK_PUSHED);
+  }
   __device__ __forceinline__ void finish(const SnacTeam& t, const purlinLatencyArgs_t& a,
                                          uint64_t epoch, uint64_t g, bool valid, uint64_t m,
                                          uint64_t bits) {
-    if (on) megakernelStamp(mw, ticket, PURLIN_TRACE_MK_EXCHANGED);
+    if (on) {
+      megakernelClock(mw, ticket, PURLIN_TRACE_CLK_PACKETS);
+      megakernelStamp(mw, ticket, PURLIN_TRACE_MK_EXCHANGED);
+    }
     store.finish(t, a, epoch, g, valid, m, bits);
   }
 };
@@ -71,21 +87,28 @@ template <bool R, purlinDataType_t D, purlinRedOp_t O>
 static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
                                                       const purlinCollDesc_t* d,
                                                       purlinDevComm_t* dc, SnacLatencyCall* lat,
+                                                      const SnacSmallArGeometry* geo,
                                                       MegakernelTrace tr) {
   const bool stamp = tr.on(t);
-  if (stamp) megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_ENTER);
+  if (stamp) {
+    megakernelClock(tr.mw, tr.ticket, PURLIN_TRACE_CLK_ENTER);
+    megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_ENTER);
+  }
   if (R && (d->flags & PURLIN_DESC_SMALL_AR) != 0) {
     /* The small AllReduce needs only the arguments: every thread builds
      * them from the descriptor in shared memory, with no barrier and no
      * per-peer table (the general routine's prologue). */
     purlinLatencyArgs_t a;
-    snacLatencyArgsFromDesc(d, dc, &a);
+    snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, stamp};
-    snacLatencyAllReduceWith<D, O>(*t, snacEpochIs(e), a, sums);
+    snacLatencyAllReduceOn<D, O>(*t, snacEpochIs(e), a, *geo, sums);
   } else if (snacLatencyCallFromDesc(*t, d, dc, e, lat)) {
     snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
   }
-  if (stamp) megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_RETURNED);
+  if (stamp) {
+    megakernelClock(tr.mw, tr.ticket, PURLIN_TRACE_CLK_RETURNED);
+    megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_RETURNED);
+  }
 }
 
 template <typename A, bool R, purlinDataType_t D, purlinRedOp_t O>
@@ -108,11 +131,12 @@ struct MegakernelRun {
   SnacLatencyCall* lat;
   SnacThroughputSmem* tp;
   unsigned char* atomSmem;
+  const SnacSmallArGeometry* geo;
   MegakernelTrace tr;
 
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   __device__ __forceinline__ void go() const {
-    if (d->path == purlinPathLatency) megakernelLatency<R, D, O>(t, e, d, dc, lat, tr);
+    if (d->path == purlinPathLatency) megakernelLatency<R, D, O>(t, e, d, dc, lat, geo, tr);
     else megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
   }
 
@@ -151,11 +175,12 @@ static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, 
                                                      purlinDevComm_t* dc, SnacLatencyCall* lat,
                                                      SnacThroughputSmem* tp,
                                                      unsigned char* atomSmem,
+                                                     const SnacSmallArGeometry* geo,
                                                      MegakernelTrace tr) {
   if ((int)blockIdx.x >= d->ctas || (int)threadIdx.x >= d->threads) return;
   const int bar = d->threads == (int)blockDim.x ? 0 : 1;
   const SnacTeam t = snacTeamOfCtas(0, d->ctas, d->threads, bar);
-  MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem, tr};
+  MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem, geo, tr};
   run();
 }
 
@@ -249,6 +274,7 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
   __shared__ purlinCollDesc_t desc;
   __shared__ uint64_t descEpoch;
   __shared__ int stop;
+  __shared__ SnacSmallArGeometry geo;
   purlinControl_t* c = (purlinControl_t*)dc;
   purlinMegakernelWords_t* mw = purlinMegakernelWordsOf(c);
   const purlinRing_t ring = purlinRingOf(c);
@@ -266,6 +292,11 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
   const int nranks = dc->nranks;
   SnacState st;
   snacInit(&st, dc, dc->rank, last + 1, 0);
+  /* The small AllReduce's geometry, once per session (its first use is
+   * after a barrier of the loop below); only for the ranks it serves
+   * (megakernelDescOk). */
+  if (lead && nranks <= PURLIN_LATENCY_SMALL_AR_RANKS)
+    snacSmallArGeometryOf(dc, dc->rank, nranks, &geo);
   if (lead) {
     if (blockIdx.x == 0) mw->serving = 1;
     /* Release: the session's resident node (graphs/nodes.cu) acquires the
@@ -313,9 +344,12 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
         if (lead && why == 2) purlinRingComplete(ring.w, h + 1);
         break;
       }
-      if (trace && lead) megakernelStamp(mw, h, PURLIN_TRACE_MK_RUN);
+      if (trace && lead) {
+        megakernelStamp(mw, h, PURLIN_TRACE_MK_RUN);
+        megakernelClock(mw, h, PURLIN_TRACE_CLK_RUN);
+      }
       const MegakernelTrace tr = {mw, trace ? h : ~(uint64_t)0};
-      megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem, tr);
+      megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem, &geo, tr);
       __syncthreads();
       if (lead) {
         if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_RAN);
@@ -358,7 +392,7 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
       if (stop == 2) last = descEpoch;
       if (stop != 0) break;
       const MegakernelTrace tr = {mw, ~(uint64_t)0};
-      megakernelRun<A>(&desc, descEpoch, dc, &lat, &tp, atomSmem, tr);
+      megakernelRun<A>(&desc, descEpoch, dc, &lat, &tp, atomSmem, &geo, tr);
       last = descEpoch;
       __syncthreads();
       /* acq_rel: this CTA's part (ordered before by the barrier) before

@@ -84,7 +84,15 @@ enum {
   /* Inside a latency routine of the megakernel (thread 0 of the team): */
   PURLIN_TRACE_MK_ENTER = 7,     /* the routine began (after the dispatch) */
   PURLIN_TRACE_MK_EXCHANGED = 8, /* the small AllReduce had every peer's packets */
-  PURLIN_TRACE_MK_RETURNED = 9   /* the routine returned */
+  PURLIN_TRACE_MK_RETURNED = 9,  /* the routine returned */
+  /* SM cycles (clock64, not ns) of CTA 0's thread 0, for the steps inside
+   * the small AllReduce that are shorter than the global timer's tick: */
+  PURLIN_TRACE_CLK_RUN = 10,     /* at PURLIN_TRACE_MK_RUN */
+  PURLIN_TRACE_CLK_ENTER = 11,   /* at PURLIN_TRACE_MK_ENTER */
+  PURLIN_TRACE_CLK_INPUT = 12,   /* the input's load issued */
+  PURLIN_TRACE_CLK_PUSHED = 13,  /* the packets to every peer issued */
+  PURLIN_TRACE_CLK_PACKETS = 14, /* at PURLIN_TRACE_MK_EXCHANGED */
+  PURLIN_TRACE_CLK_RETURNED = 15 /* at PURLIN_TRACE_MK_RETURNED */
 };
 
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, post) == 128, "megakernel: mailbox");

@@ -51,7 +51,8 @@ typedef struct purlinCollDesc_t {
   uint64_t windowBytes;
 } purlinCollDesc_t;
 
-PURLIN_STATIC_ASSERT(sizeof(purlinCollDesc_t) == 64, "a descriptor is one 64-byte ring slot");
+PURLIN_STATIC_ASSERT(sizeof(purlinCollDesc_t) == 64,
+                     "a descriptor is a ring slot's 64-byte payload");
 PURLIN_STATIC_ASSERT(offsetof(purlinCollDesc_t, seq) == 8, "descriptor: seq");
 PURLIN_STATIC_ASSERT(offsetof(purlinCollDesc_t, count) == 16, "descriptor: count");
 PURLIN_STATIC_ASSERT(offsetof(purlinCollDesc_t, sendbuff) == 24, "descriptor: sendbuff");

@@ -266,6 +266,7 @@ struct SnacNormBlocks {
   SnacNormSmem* sm;
   uint64_t res, w;
 
+  __device__ __forceinline__ void pushed() {}
   __device__ __forceinline__ void prefetch(uint64_t g, bool has) {
     res = w = 0;
     if (!has) return;

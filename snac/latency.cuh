@@ -294,11 +294,13 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
 /* What the small AllReduce does with each thread's sums: by default it
  * stores them to recvbuff. A tail is called by every thread of the team:
  * prefetch(g, has) right after the thread's input load is issued (for
- * loads of its own that need nothing), finish(...) at the end with
+ * loads of its own that need nothing), pushed() once its packets to every
+ * peer are issued (a point for tracing tails), finish(...) at the end with
  * `valid` set where the thread holds packet g's sums (`m` bytes of it);
  * snac/fused.cuh's epilogue finishes rows there instead. */
 struct SnacStoreSums {
   __device__ __forceinline__ void prefetch(uint64_t g, bool has) { (void)g, (void)has; }
+  __device__ __forceinline__ void pushed() {}
   __device__ __forceinline__ void finish(const SnacTeam& t, const purlinLatencyArgs_t& a,
                                          uint64_t epoch, uint64_t g, bool valid, uint64_t m,
                                          uint64_t bits) {
@@ -309,13 +311,41 @@ struct SnacStoreSums {
   }
 };
 
+/* Where the small AllReduce's packets go: what it would otherwise load
+ * from the rank's context (dc) on every call. Constant for a communicator,
+ * so an executor that runs many calls (the megakernel) computes it once
+ * and keeps it in shared memory: after the acquire that hands it a
+ * descriptor, every load of dc is an L1 miss, and the pushes wait on them
+ * (bench/session_latency's cycle trace). */
+struct SnacSmallArGeometry {
+  int rank, nranks;
+  uint64_t latencyOffset, latencyBytes, region;
+  char* peer[LL_BATCH]; /* peer[k]: the heap of rank (rank + k) % nranks, 0 < k < nranks */
+};
+
+static __device__ __forceinline__ void snacSmallArGeometryOf(const purlinDevComm_t* dc, int rank,
+                                                             int nranks,
+                                                             SnacSmallArGeometry* geo) {
+  geo->rank = rank;
+  geo->nranks = nranks;
+  geo->latencyOffset = dc->latencyOffset;
+  geo->latencyBytes = dc->latencyBytes;
+  geo->region = snacRegionBytes(geo->latencyBytes, nranks);
+#pragma unroll
+  for (int k = 0; k < LL_BATCH; ++k) {
+    const int d = rank + k < nranks ? rank + k : rank + k - nranks;
+    geo->peer[k] = k > 0 && k < nranks ? (char*)dc->peerHeap[d] : (char*)0;
+  }
+}
+
 template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
-static __device__ __forceinline__ uint64_t snacLatencyAllReduceWith(const SnacTeam& t,
-                                                                    const Epoch& epochOf,
-                                                                    const purlinLatencyArgs_t& a,
-                                                                    Tail& tail) {
+static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam& t,
+                                                                  const Epoch& epochOf,
+                                                                  const purlinLatencyArgs_t& a,
+                                                                  const SnacSmallArGeometry& geo,
+                                                                  Tail& tail) {
   purlinDevComm_t* dc = a.devComm;
-  const int me = a.rank, n = a.layout.nranks;
+  const int me = geo.rank, n = geo.nranks;
   const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
   const uint64_t g = snacTeamThread(t);
   const uint64_t G = snacTeamThreads(t);
@@ -331,15 +361,8 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduceWith(const SnacTe
   }
   tail.prefetch(g, has);
   const uint64_t epoch = epochOf();
-  const uint64_t latencyOffset = dc->latencyOffset, latencyBytes = dc->latencyBytes;
-  char* peer[LL_BATCH];
-#pragma unroll
-  for (int k = 1; k < LL_BATCH; ++k) {
-    int d = me + k < n ? me + k : me + k - n;
-    if (k < n) peer[k] = (char*)dc->peerHeap[d];
-  }
-  const uint64_t region = snacRegionBytes(latencyBytes, n);
-  const uint64_t half = latencyOffset + (epoch & 1u) * latencyBytes;
+  const uint64_t region = geo.region;
+  const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
   const uint32_t flag = snacLatencyFlag(epoch);
   snacScrubIfDue(t, dc, epoch, t.ctas - 1);
 
@@ -349,13 +372,21 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduceWith(const SnacTe
   const int hp = (int)(G - 1 - g); /* the peer whose header this thread pushes and checks */
   const bool header = G - 1 - g < (uint64_t)n && hp != me;
   if (header) {
-    snacPacketStore((uint64_t*)((char*)dc->peerHeap[hp] + mineAt), a.descriptor, flag);
+    /* Peer hp is geo.peer[(hp - me) mod n], picked without indexing the
+     * array by a variable (which would move it to local memory). */
+    const int hk = hp >= me ? hp - me : hp - me + n;
+    char* heap = (char*)0;
+#pragma unroll
+    for (int k = 1; k < LL_BATCH; ++k)
+      if (k == hk) heap = geo.peer[k];
+    snacPacketStore((uint64_t*)(heap + mineAt), a.descriptor, flag);
   }
   if (has) {
 #pragma unroll
     for (int k = 1; k < LL_BATCH; ++k)
-      if (k < n) snacPacketStore((uint64_t*)(peer[k] + mineAt) + 2 * (1 + g), mine, flag);
+      if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + g), mine, flag);
   }
+  tail.pushed();
 
   /* Consume: every peer's packet, and the header, load at once and are
    * waited for together (slot LL_BATCH is the header). */
@@ -403,6 +434,18 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduceWith(const SnacTe
   }
   tail.finish(t, a, epoch, g, has && ok, m, bits);
   return epoch;
+}
+
+/* The small AllReduce with its geometry loaded from the context, for
+ * executors that run one call (the eager kernels, user kernels). */
+template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
+static __device__ __forceinline__ uint64_t snacLatencyAllReduceWith(const SnacTeam& t,
+                                                                    const Epoch& epochOf,
+                                                                    const purlinLatencyArgs_t& a,
+                                                                    Tail& tail) {
+  SnacSmallArGeometry geo;
+  snacSmallArGeometryOf(a.devComm, a.rank, a.layout.nranks, &geo);
+  return snacLatencyAllReduceOn<D, O>(t, epochOf, a, geo, tail);
 }
 
 template <purlinDataType_t D, purlinRedOp_t O, typename Epoch>
@@ -485,15 +528,16 @@ static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDes
  * only out->a). `out` is shared memory of the team's CTA. */
 /* The arguments of descriptor d on the rank whose context is dc, by any
  * one thread (no barrier). */
-static __device__ __forceinline__ void snacLatencyArgsFromDesc(const purlinCollDesc_t* d,
-                                                               purlinDevComm_t* dc,
-                                                               purlinLatencyArgs_t* a) {
+static __device__ __forceinline__ void snacLatencyArgsFromDescOn(const purlinCollDesc_t* d,
+                                                                 purlinDevComm_t* dc, int rank,
+                                                                 int nranks,
+                                                                 purlinLatencyArgs_t* a) {
   a->devComm = dc;
-  a->rank = dc->rank;
+  a->rank = rank;
   a->sendbuff = (const void*)(uintptr_t)d->sendbuff;
   a->recvbuff = (void*)(uintptr_t)d->recvbuff;
   a->layout.coll = (purlinCollective_t)d->coll;
-  a->layout.nranks = dc->nranks;
+  a->layout.nranks = nranks;
   a->layout.elemBytes = (uint32_t)purlinDtypeBytes((purlinDataType_t)d->dtype);
   a->layout.count = d->count;
   a->layout.counts = (const uint64_t*)(uintptr_t)d->counts;
@@ -501,6 +545,13 @@ static __device__ __forceinline__ void snacLatencyArgsFromDesc(const purlinCollD
   a->op = (purlinRedOp_t)d->op;
   a->descriptor =
       d->hash != 0 ? d->hash : purlinLayoutDescriptor(&a->layout, (int)d->dtype, (int)d->op);
+}
+
+/* The same with rank and size from the context. */
+static __device__ __forceinline__ void snacLatencyArgsFromDesc(const purlinCollDesc_t* d,
+                                                               purlinDevComm_t* dc,
+                                                               purlinLatencyArgs_t* a) {
+  snacLatencyArgsFromDescOn(d, dc, dc->rank, dc->nranks, a);
 }
 
 static __device__ __forceinline__ bool snacLatencyCallFromDesc(const SnacTeam& t,
