@@ -156,16 +156,21 @@ static void traceLine(Ranks* R, const char* what, F body) {
   /* The same steps in SM cycles (the global timer ticks in 256 ns here). */
   bool clocks = inside;
   for (size_t i = 0; i < calls.size(); ++i)
-    for (int k = PURLIN_TRACE_CLK_RUN; k <= PURLIN_TRACE_CLK_RETURNED; ++k)
+    for (int k = PURLIN_TRACE_CLK_RUN; k <= PURLIN_TRACE_CLK_SEEN; ++k)
       clocks = clocks && at(0, (int)i, k) != 0;
   if (clocks) {
+    /* In the megakernel's order: the slot seen, the descriptor in shared
+     * memory and the run begun, the small AllReduce's input and pushes
+     * (before the dispatch), the dispatch, the peers' packets, the sums
+     * stored. */
     auto cycles = [&](int from, int to) { return step(from, to, false) * 1e3; };
-    printf("#   trace %s, rank 0 inside run (SM cycles): dispatch %.0f | input issued %.0f | "
-           "pushed %.0f | every packet %.0f | store and return %.0f\n",
-           what, cycles(PURLIN_TRACE_CLK_RUN, PURLIN_TRACE_CLK_ENTER),
-           cycles(PURLIN_TRACE_CLK_ENTER, PURLIN_TRACE_CLK_INPUT),
+    printf("#   trace %s, rank 0 inside run (SM cycles): read %.0f | input issued %.0f | "
+           "pushed %.0f | dispatch %.0f | every packet %.0f | store and return %.0f\n",
+           what, cycles(PURLIN_TRACE_CLK_SEEN, PURLIN_TRACE_CLK_RUN),
+           cycles(PURLIN_TRACE_CLK_RUN, PURLIN_TRACE_CLK_INPUT),
            cycles(PURLIN_TRACE_CLK_INPUT, PURLIN_TRACE_CLK_PUSHED),
-           cycles(PURLIN_TRACE_CLK_PUSHED, PURLIN_TRACE_CLK_PACKETS),
+           cycles(PURLIN_TRACE_CLK_PUSHED, PURLIN_TRACE_CLK_ENTER),
+           cycles(PURLIN_TRACE_CLK_ENTER, PURLIN_TRACE_CLK_PACKETS),
            cycles(PURLIN_TRACE_CLK_PACKETS, PURLIN_TRACE_CLK_RETURNED));
   }
   if (R->n > 1)

@@ -52,33 +52,75 @@ struct EnqueueParams {
   uint64_t counts[MAXC];
 };
 
+/* The descriptor of ticket t with its counts (V collectives) copied to
+ * the ticket's block, staged in its slot (persistent/ring.h); returns the
+ * last word, for purlinRingPublishStaged. */
 template <int MAXC>
-__global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ EnqueueParams<MAXC> p) {
-  if (threadIdx.x != 0) return;
-  if (p.pdl) {
-    /* In this order: a node that let its successor launch before its own
-     * predecessor completed would let the whole chain of a captured
-     * session become resident at once, each waiting on the one before
-     * (measured: 1000 calls per rank hang 8 ranks). */
-    nodeWaitPredecessor();
-    nodeLaunchDependents();
-  }
-  purlinControl_t* c = (purlinControl_t*)p.dc;
-  const purlinRing_t ring = purlinRingOf(c);
-  SnacState st;
-  snacInit(&st, p.dc, p.dc->rank, 0, 0);
-  const uint64_t t0 = snacGlobalTimerNs();
-  purlinMegakernelWords_t* mw = purlinMegakernelWordsOf(c);
-  const uint64_t trace = *(volatile uint64_t*)&mw->traceOn;
-  uint64_t t = 0;
-  if (!purlinEnqueueTake(c, &st, &t)) return;
+__device__ __forceinline__ uint32_t nodeStage(const EnqueueParams<MAXC>& p, purlinRing_t ring,
+                                              uint64_t t) {
   purlinCollDesc_t d = p.d;
   if (MAXC > 0 && p.n > 0) {
     uint64_t* block = p.countsBlock + (t & (PURLIN_RING_SLOTS - 1)) * p.countsPerSlot;
     for (uint32_t i = 0; i < p.n; ++i) block[i] = p.counts[i];
     d.counts = (uint64_t)(uintptr_t)block;
   }
-  purlinRingPublish(ring, t, &d);
+  return purlinRingStage(ring, t, &d);
+}
+
+/* One node: its ticket, its descriptor staged in the slot, then -- once
+ * the inputs are ready -- published, and (`wait`) its completion waited
+ * for.
+ *
+ * As a programmatic launch the node starts while its predecessor runs,
+ * and does everything that does not need the inputs then: the ticket (an
+ * atomic round trip), the room in the ring, the counts and 15 of the
+ * slot's 16 words. After griddepcontrol.wait (the predecessor has
+ * completed and its memory is visible) one release store publishes the
+ * descriptor: the call's way from its inputs to the megakernel is that
+ * store, not the ticket, the stores and a barrier for them. Tickets still
+ * follow stream order: a node lets its successor launch only after its
+ * wait, so after its own ticket. (A kernel before the node that enqueues
+ * from the device must do so before it lets dependents launch, if it does
+ * at all: README, device enqueue.) */
+template <int MAXC>
+__global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ EnqueueParams<MAXC> p) {
+  if (threadIdx.x != 0) return;
+  purlinControl_t* c = (purlinControl_t*)p.dc;
+  const purlinRing_t ring = purlinRingOf(c);
+  SnacState st;
+  snacInit(&st, p.dc, p.dc->rank, 0, 0);
+  purlinMegakernelWords_t* mw = purlinMegakernelWordsOf(c);
+  const uint64_t trace = *(volatile uint64_t*)&mw->traceOn;
+  uint64_t t = 0;
+  bool serving = false;
+  const bool ok = purlinEnqueueTicket(c, &st, &t, &serving);
+  uint32_t last = 0;
+  if (ok && serving) last = nodeStage(p, ring, t);
+  if (p.pdl) {
+    /* In this order: a node that let its successor launch before its own
+     * predecessor completed would let the whole chain of a captured
+     * session become resident at once, each waiting on the one before
+     * (measured: 1000 calls per rank hang 8 ranks). The ticket taken
+     * before the wait is still in stream order: the predecessor node took
+     * its own before it let this one launch. */
+    nodeWaitPredecessor();
+    nodeLaunchDependents();
+  }
+  if (!ok) return;
+  const uint64_t t0 = snacGlobalTimerNs();
+  if (!serving) {
+    /* The first node after a session's begin may have taken its ticket
+     * before the megakernel served the ring; now that the node before it
+     * (which waits for the megakernel's residency) has completed, ask
+     * again. */
+    if (purlinEnqueueServing(c) == 0) {
+      purlinEnqueueNoSession(&st, t);
+      return;
+    }
+    if (!purlinEnqueueRoom(c, &st, t, purlinRingCompleted(ring.w))) return;
+    last = nodeStage(p, ring, t);
+  }
+  purlinRingPublishStaged(ring, t, last);
   if (trace == 1) {
     mw->trace[t % PURLIN_TRACE_ENTRIES][PURLIN_TRACE_NODE_START] = t0;
     nodeStamp(mw, t, PURLIN_TRACE_PUBLISHED);

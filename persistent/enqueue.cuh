@@ -25,28 +25,12 @@
 #include "persistent/ring.h"
 #include "snac/wait.cuh"
 
-/* Takes a ticket of rank c's ring and waits until its slot is free. Three
- * loads in one round trip: the ticket, whether a megakernel serves the
- * ring, the completed count (all issued before any is used; measured one
- * after another they cost a round trip each, bench/session_latency). False,
- * with the error recorded, when no megakernel serves the ring (the ticket
- * taken is lost with it, which is moot: the error aborts the group, and
- * the next session starts from the completed count) or the ring stays full
- * for the timeout; false on abort. */
-static __device__ __forceinline__ bool purlinEnqueueTake(purlinControl_t* c, SnacState* st,
-                                                         uint64_t* ticket) {
+/* Waits, bounded, until ticket t's slot is free, from a completed count
+ * `done` acquired after the ticket was taken. False on abort or when the
+ * ring stays full for the timeout (reported). */
+static __device__ __forceinline__ bool purlinEnqueueRoom(purlinControl_t* c, SnacState* st,
+                                                         uint64_t t, uint64_t done) {
   const purlinRing_t ring = purlinRingOf(c);
-  purlinMegakernelWords_t* mw = purlinMegakernelWordsOf(c);
-  const uint64_t t = purlinRingTake(ring.w, 1);
-  const uint64_t serving = cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->serving)
-                               .load(cuda::memory_order_relaxed);
-  uint64_t done = purlinRingCompleted(ring.w);
-  *ticket = t;
-  if (serving == 0) {
-    if (st->rec->abort == 0)
-      snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_NO_SESSION, -1, t);
-    return false;
-  }
   uint64_t start = 0;
   for (uint32_t spins = 1; !purlinRingRoomFor(done, t); ++spins) {
     if ((spins & 1023u) == 0 &&
@@ -55,6 +39,48 @@ static __device__ __forceinline__ bool purlinEnqueueTake(purlinControl_t* c, Sna
     done = purlinRingCompleted(ring.w);
   }
   return true;
+}
+
+/* Whether a megakernel serves rank c's ring (relaxed). */
+static __device__ __forceinline__ uint64_t purlinEnqueueServing(purlinControl_t* c) {
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(purlinMegakernelWordsOf(c)->serving)
+      .load(cuda::memory_order_relaxed);
+}
+
+/* No megakernel serves the ring: reported, unless the group was aborted
+ * (the ticket taken is lost with it, which is moot: the error aborts the
+ * group, and the next session starts from the completed count). */
+static __device__ __forceinline__ void purlinEnqueueNoSession(SnacState* st, uint64_t t) {
+  if (st->rec->abort == 0) snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_NO_SESSION, -1, t);
+}
+
+/* Takes a ticket of rank c's ring and, when a megakernel serves it, waits
+ * until its slot is free. Three loads in one round trip: the ticket,
+ * whether a megakernel serves the ring, the completed count (all issued
+ * before any is used; measured one after another they cost a round trip
+ * each, bench/session_latency). *serving says whether one served it when
+ * the ticket was taken; false when the ring stayed full for the timeout
+ * (reported), or on abort. */
+static __device__ __forceinline__ bool purlinEnqueueTicket(purlinControl_t* c, SnacState* st,
+                                                           uint64_t* ticket, bool* serving) {
+  const purlinRing_t ring = purlinRingOf(c);
+  const uint64_t t = purlinRingTake(ring.w, 1);
+  const uint64_t on = purlinEnqueueServing(c);
+  const uint64_t done = purlinRingCompleted(ring.w);
+  *ticket = t;
+  *serving = on != 0;
+  return on == 0 || purlinEnqueueRoom(c, st, t, done);
+}
+
+/* Takes a ticket of rank c's ring and waits until its slot is free. False,
+ * with the error recorded, when no megakernel serves the ring or the ring
+ * stays full for the timeout; false on abort. */
+static __device__ __forceinline__ bool purlinEnqueueTake(purlinControl_t* c, SnacState* st,
+                                                         uint64_t* ticket) {
+  bool serving = false;
+  if (!purlinEnqueueTicket(c, st, ticket, &serving)) return false;
+  if (!serving) purlinEnqueueNoSession(st, *ticket);
+  return serving;
 }
 
 /* Waits until ticket t of rank c's ring has completed (acquire). Bounded

@@ -82,12 +82,15 @@ struct MegakernelTraceSums {
 /* The routine of one descriptor on one team, one function per path,
  * datatype and op: __noinline__, so that the megakernel's loop stays small
  * in the instruction cache and ptxas allocates registers per routine (as
- * one inlined body the ~60 routines took ptxas over 5 minutes per Atom). */
+ * one inlined body the ~60 routines took ptxas over 5 minutes per Atom).
+ * The small AllReduce arrives here with its packets pushed (megakernelRun)
+ * and only consumes. */
 template <bool R, purlinDataType_t D, purlinRedOp_t O>
 static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
                                                       const purlinCollDesc_t* d,
                                                       purlinDevComm_t* dc, SnacLatencyCall* lat,
                                                       const SnacSmallArGeometry* geo,
+                                                      SnacSmallArPushed pushed,
                                                       MegakernelTrace tr) {
   const bool stamp = tr.on(t);
   if (stamp) {
@@ -95,13 +98,10 @@ static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_
     megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_ENTER);
   }
   if (R && (d->flags & PURLIN_DESC_SMALL_AR) != 0) {
-    /* The small AllReduce needs only the arguments: every thread builds
-     * them from the descriptor in shared memory, with no barrier and no
-     * per-peer table (the general routine's prologue). */
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, stamp};
-    snacLatencyAllReduceOn<D, O>(*t, snacEpochIs(e), a, *geo, sums);
+    snacSmallArConsume<D, O>(*t, a, *geo, pushed, sums);
   } else if (snacLatencyCallFromDesc(*t, d, dc, e, lat)) {
     snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
   }
@@ -132,11 +132,13 @@ struct MegakernelRun {
   SnacThroughputSmem* tp;
   unsigned char* atomSmem;
   const SnacSmallArGeometry* geo;
+  SnacSmallArPushed pushed;
   MegakernelTrace tr;
 
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   __device__ __forceinline__ void go() const {
-    if (d->path == purlinPathLatency) megakernelLatency<R, D, O>(t, e, d, dc, lat, geo, tr);
+    if (d->path == purlinPathLatency)
+      megakernelLatency<R, D, O>(t, e, d, dc, lat, geo, pushed, tr);
     else megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
   }
 
@@ -169,7 +171,13 @@ struct MegakernelRun {
 
 /* This CTA's part of descriptor d with epoch e: the team is the
  * descriptor's first d->ctas CTAs and first d->threads threads of each; a
- * team narrower than the CTA synchronises on named barrier 1. */
+ * team narrower than the CTA synchronises on named barrier 1.
+ *
+ * The small AllReduce's stage + notify runs here, before the dispatch on
+ * datatype and op: its pushes do not depend on them, and the dispatch (a
+ * chain of branches on the descriptor and a call) was ~750 SM cycles
+ * between the descriptor and the pushes, on every rank's way to its
+ * peers (bench/session_latency's cycle trace). */
 template <typename A>
 static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, uint64_t e,
                                                      purlinDevComm_t* dc, SnacLatencyCall* lat,
@@ -180,7 +188,14 @@ static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, 
   if ((int)blockIdx.x >= d->ctas || (int)threadIdx.x >= d->threads) return;
   const int bar = d->threads == (int)blockDim.x ? 0 : 1;
   const SnacTeam t = snacTeamOfCtas(0, d->ctas, d->threads, bar);
-  MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem, geo, tr};
+  SnacSmallArPushed pushed = {0, 0};
+  if ((d->flags & PURLIN_DESC_SMALL_AR) != 0) {
+    purlinLatencyArgs_t a;
+    snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
+    MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, tr.on(&t)};
+    pushed = snacSmallArPush(t, snacEpochIs(e), a, *geo, sums);
+  }
+  MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem, geo, pushed, tr};
   run();
 }
 
@@ -213,24 +228,28 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
  * published (the idle retire, reported: a session that was never ended).
  * Longer than any wait's bound, so that a rank that never calls is
  * reported as the timeout it causes in its peers, not as idleness. Every
- * lane returns the same.
+ * lane returns the same. `mw` is the trace's words when it is on, else
+ * NULL.
  *
- * The polls are relaxed and one acquire fence follows the last (ring.h
- * allows either): on sm_90 an acquire load also invalidates the SM's L1
- * (CCTL.IVALL), once per poll of a spin; the fence does it once per
- * descriptor. (Measured: no change in bench/session_latency's trace
- * either way; it spares the SM's L1 all the same.) */
+ * The polls are acquire loads (ring.h allows relaxed polls and one fence
+ * too). On sm_90 an acquire load is a strong load and an invalidation of
+ * the SM's L1, which costs the spin nothing (the megakernel's CTA is alone
+ * on its SM and keeps what it reuses in shared memory); an acquire fence
+ * after relaxed polls is a memory barrier that waits for every store the
+ * CTA still has in flight (~530 cycles measured, bench/probes), on the way
+ * from the slot to the pushes. */
 static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st,
-                                                   purlinCollDesc_t* desc) {
+                                                   purlinCollDesc_t* desc,
+                                                   purlinMegakernelWords_t* mw) {
   const int lane = (int)(threadIdx.x & 31u);
   const int word = lane & (PURLIN_RING_SLOT_WORDS - 1);
   uint64_t* at = &purlinRingSlotOf(ring, h)->w[word];
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
     const uint64_t w = cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*at).load(
-        cuda::memory_order_relaxed);
+        cuda::memory_order_acquire);
     if (__all_sync(0xffffffffu, purlinRingWordIs(w, h))) {
-      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
+      if (mw != NULL && lane == 0) megakernelClock(mw, h, PURLIN_TRACE_CLK_SEEN);
       if (lane < PURLIN_RING_SLOT_WORDS) ((uint32_t*)(void*)desc)[lane] = (uint32_t)w;
       __syncwarp();
       return true;
@@ -310,7 +329,7 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
     uint64_t fin = finished.load(cuda::memory_order_relaxed);
     for (;;) {
       if (threadIdx.x < 32) {
-        const bool got = megakernelNext(ring, h, &st, &desc);
+        const bool got = megakernelNext(ring, h, &st, &desc, trace ? mw : NULL);
         if (lead) {
           stop = 0;
           if (!got) {

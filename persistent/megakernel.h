@@ -45,7 +45,7 @@ extern "C" {
 
 /* The trace (purlinMegakernelWords_t.trace): tickets and points kept. */
 #define PURLIN_TRACE_ENTRIES 32
-#define PURLIN_TRACE_POINTS 16
+#define PURLIN_TRACE_POINTS 20
 
 /* The megakernel's words, in purlinControl_t.ringCounters after the
  * ring's (persistent/ring.h). Every counter is monotonic. */
@@ -87,12 +87,13 @@ enum {
   PURLIN_TRACE_MK_RETURNED = 9,  /* the routine returned */
   /* SM cycles (clock64, not ns) of CTA 0's thread 0, for the steps inside
    * the small AllReduce that are shorter than the global timer's tick: */
-  PURLIN_TRACE_CLK_RUN = 10,     /* at PURLIN_TRACE_MK_RUN */
-  PURLIN_TRACE_CLK_ENTER = 11,   /* at PURLIN_TRACE_MK_ENTER */
-  PURLIN_TRACE_CLK_INPUT = 12,   /* the input's load issued */
-  PURLIN_TRACE_CLK_PUSHED = 13,  /* the packets to every peer issued */
-  PURLIN_TRACE_CLK_PACKETS = 14, /* at PURLIN_TRACE_MK_EXCHANGED */
-  PURLIN_TRACE_CLK_RETURNED = 15 /* at PURLIN_TRACE_MK_RETURNED */
+  PURLIN_TRACE_CLK_RUN = 10,      /* at PURLIN_TRACE_MK_RUN */
+  PURLIN_TRACE_CLK_ENTER = 11,    /* at PURLIN_TRACE_MK_ENTER */
+  PURLIN_TRACE_CLK_INPUT = 12,    /* the input's load issued (before the dispatch) */
+  PURLIN_TRACE_CLK_PUSHED = 13,   /* the packets to every peer issued (before it too) */
+  PURLIN_TRACE_CLK_PACKETS = 14,  /* at PURLIN_TRACE_MK_EXCHANGED */
+  PURLIN_TRACE_CLK_RETURNED = 15, /* at PURLIN_TRACE_MK_RETURNED */
+  PURLIN_TRACE_CLK_SEEN = 16      /* warp 0's poll had every word of the slot */
 };
 
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, post) == 128, "megakernel: mailbox");

@@ -52,8 +52,10 @@
  * a barrier, its CTA) reads next. No fences here: the host test runs the
  * same code under ThreadSanitizer, which does not model them. A consumer
  * may instead poll every word relaxed and issue one acquire fence once it
- * has seen them all (the megakernel does: an acquire load per poll costs
- * it an L1 invalidation each, persistent/megakernel.cuh).
+ * has seen them all, or load every word with acquire (the megakernel
+ * does, a word per lane: the lane of the last word pairs with the
+ * producer's release, and the CTA's barrier after hands that order to the
+ * other threads; persistent/megakernel.cuh says why not the fence).
  */
 #ifndef PURLIN_PERSISTENT_RING_H_
 #define PURLIN_PERSISTENT_RING_H_
@@ -188,11 +190,13 @@ PURLIN_RING_FN purlinRingSlot_t* purlinRingSlotOf(purlinRing_t r, uint64_t t) {
 /* The slot word a consumer loads with acquire: the one published last. */
 #define PURLIN_RING_LAST_WORD (PURLIN_RING_SLOT_WORDS - 1)
 
-/* Writes ticket t's descriptor (`d->seq` is set to t's low bits) and so
- * publishes it: 15 flagged words relaxed, the last with release, which
- * purlinRingTryRead's acquire pairs with. Call only after
- * purlinRingHasRoom(t). */
-PURLIN_RING_FN void purlinRingPublish(purlinRing_t r, uint64_t t, const purlinCollDesc_t* d) {
+/* Writes ticket t's descriptor (`d->seq` is set to t's low bits) but for
+ * its last word: the slot does not read as published yet. Returns the
+ * last word's bytes, for purlinRingPublishStaged. Call only after
+ * purlinRingHasRoom(t). A producer that takes its ticket before its
+ * inputs are ready (an enqueue node launched before its predecessor
+ * ends, graphs/nodes.cu) stages early and publishes once they are. */
+PURLIN_RING_FN uint32_t purlinRingStage(purlinRing_t r, uint64_t t, const purlinCollDesc_t* d) {
   union {
     purlinCollDesc_t d;
     uint32_t b[PURLIN_RING_SLOT_WORDS];
@@ -202,8 +206,20 @@ PURLIN_RING_FN void purlinRingPublish(purlinRing_t r, uint64_t t, const purlinCo
   purlinRingSlot_t* slot = purlinRingSlotOf(r, t);
   for (int i = 0; i < PURLIN_RING_LAST_WORD; ++i)
     PURLIN_RING_STORE_RELAXED(&slot->w[i], purlinRingWord(t, u.b[i]));
-  PURLIN_RING_STORE_RELEASE(&slot->w[PURLIN_RING_LAST_WORD],
-                            purlinRingWord(t, u.b[PURLIN_RING_LAST_WORD]));
+  return u.b[PURLIN_RING_LAST_WORD];
+}
+
+/* Publishes ticket t, staged with purlinRingStage: its last word, with
+ * release, which purlinRingTryRead's acquire pairs with. */
+PURLIN_RING_FN void purlinRingPublishStaged(purlinRing_t r, uint64_t t, uint32_t last) {
+  PURLIN_RING_STORE_RELEASE(&purlinRingSlotOf(r, t)->w[PURLIN_RING_LAST_WORD],
+                            purlinRingWord(t, last));
+}
+
+/* Writes ticket t's descriptor and so publishes it: 15 flagged words
+ * relaxed, the last with release. Call only after purlinRingHasRoom(t). */
+PURLIN_RING_FN void purlinRingPublish(purlinRing_t r, uint64_t t, const purlinCollDesc_t* d) {
+  purlinRingPublishStaged(r, t, purlinRingStage(r, t, d));
 }
 
 /* Consumer: slot word i of ticket t's slot, loaded as the protocol says

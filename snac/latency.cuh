@@ -338,12 +338,24 @@ static __device__ __forceinline__ void snacSmallArGeometryOf(const purlinDevComm
   }
 }
 
-template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
-static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam& t,
-                                                                  const Epoch& epochOf,
-                                                                  const purlinLatencyArgs_t& a,
-                                                                  const SnacSmallArGeometry& geo,
-                                                                  Tail& tail) {
+/* What the small AllReduce's stage + notify hands its consume: this
+ * thread's input packet and the call's epoch. */
+struct SnacSmallArPushed {
+  uint64_t mine, epoch;
+};
+
+/* The small AllReduce's stage + notify, by every thread of the team: its
+ * input packet loads (with the epoch, the geometry being at hand), goes to
+ * every peer, and the last threads of the team push the headers. It does
+ * not depend on the datatype or the op, so an executor that runs many
+ * calls (the megakernel) runs it, one copy of its code, before it
+ * dispatches on them: the pushes leave before the dispatch. */
+template <typename Epoch, typename Tail>
+static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTeam& t,
+                                                                    const Epoch& epochOf,
+                                                                    const purlinLatencyArgs_t& a,
+                                                                    const SnacSmallArGeometry& geo,
+                                                                    Tail& tail) {
   purlinDevComm_t* dc = a.devComm;
   const int me = geo.rank, n = geo.nranks;
   const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
@@ -352,26 +364,22 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam
   const bool has = g < P;
   const uint64_t m = has && bytes - 8 * g < 8 ? bytes - 8 * g : 8;
 
-  /* Loads that need nothing: the input, the epoch, the heap geometry, the
-   * peers' heap bases. */
-  uint64_t mine = 0;
+  /* Loads that need nothing: the input and the epoch. */
+  SnacSmallArPushed out;
+  out.mine = 0;
   if (has) {
-    mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
-                  : llLoadBytes((const char*)a.sendbuff + 8 * g, m);
+    out.mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
+                      : llLoadBytes((const char*)a.sendbuff + 8 * g, m);
   }
   tail.prefetch(g, has);
-  const uint64_t epoch = epochOf();
-  const uint64_t region = geo.region;
-  const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
-  const uint32_t flag = snacLatencyFlag(epoch);
-  snacScrubIfDue(t, dc, epoch, t.ctas - 1);
+  out.epoch = epochOf();
+  const uint64_t half = geo.latencyOffset + (out.epoch & 1u) * geo.latencyBytes;
+  const uint32_t flag = snacLatencyFlag(out.epoch);
+  snacScrubIfDue(t, dc, out.epoch, t.ctas - 1);
 
-  /* Stage + notify: this thread's packet to every peer; the last threads
-   * of the team push the headers. */
-  const uint64_t mineAt = half + (uint64_t)me * region;
+  const uint64_t mineAt = half + (uint64_t)me * geo.region;
   const int hp = (int)(G - 1 - g); /* the peer whose header this thread pushes and checks */
-  const bool header = G - 1 - g < (uint64_t)n && hp != me;
-  if (header) {
+  if (G - 1 - g < (uint64_t)n && hp != me) {
     /* Peer hp is geo.peer[(hp - me) mod n], picked without indexing the
      * array by a variable (which would move it to local memory). */
     const int hk = hp >= me ? hp - me : hp - me + n;
@@ -384,12 +392,35 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam
   if (has) {
 #pragma unroll
     for (int k = 1; k < LL_BATCH; ++k)
-      if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + g), mine, flag);
+      if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + g), out.mine, flag);
   }
   tail.pushed();
+  return out;
+}
 
-  /* Consume: every peer's packet, and the header, load at once and are
-   * waited for together (slot LL_BATCH is the header). */
+/* The small AllReduce's consume, after snacSmallArPush on the same team
+ * with the same arguments: every peer's packet, and the header, load at
+ * once and are waited for together (slot LL_BATCH is the header); the sums
+ * go to the tail. */
+template <purlinDataType_t D, purlinRedOp_t O, typename Tail>
+static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
+                                                              const purlinLatencyArgs_t& a,
+                                                              const SnacSmallArGeometry& geo,
+                                                              SnacSmallArPushed pushed,
+                                                              Tail& tail) {
+  purlinDevComm_t* dc = a.devComm;
+  const int me = geo.rank, n = geo.nranks;
+  const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
+  const uint64_t g = snacTeamThread(t);
+  const uint64_t G = snacTeamThreads(t);
+  const bool has = g < P;
+  const uint64_t m = has && bytes - 8 * g < 8 ? bytes - 8 * g : 8;
+  const uint64_t epoch = pushed.epoch;
+  const uint64_t region = geo.region;
+  const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
+  const int hp = (int)(G - 1 - g);
+  const bool header = G - 1 - g < (uint64_t)n && hp != me;
+
   const char* inbox = (const char*)dc + half;
   const uint64_t* at[LL_BATCH + 1];
   int from[LL_BATCH + 1];
@@ -428,12 +459,23 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam
 #pragma unroll
     for (int s = 0; s < LL_BATCH; ++s) {
       if (s >= n) break;
-      sum.add(s == me ? mine : k[s].value(), s == 0);
+      sum.add(s == me ? pushed.mine : k[s].value(), s == 0);
     }
     bits = sum.bits();
   }
   tail.finish(t, a, epoch, g, has && ok, m, bits);
   return epoch;
+}
+
+/* The whole small AllReduce: stage + notify, then consume. */
+template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
+static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam& t,
+                                                                  const Epoch& epochOf,
+                                                                  const purlinLatencyArgs_t& a,
+                                                                  const SnacSmallArGeometry& geo,
+                                                                  Tail& tail) {
+  const SnacSmallArPushed pushed = snacSmallArPush(t, epochOf, a, geo, tail);
+  return snacSmallArConsume<D, O>(t, a, geo, pushed, tail);
 }
 
 /* The small AllReduce with its geometry loaded from the context, for

@@ -158,7 +158,10 @@ static void fullRing(uint64_t start) {
   purlinCollDesc_t d;
   memset(&d, 0, sizeof d);
   d.count = 12345;
-  purlinRingPublish(ring, t, &d);
+  /* Staged, it is not published; its last word publishes it. */
+  const uint32_t last = purlinRingStage(ring, t, &d);
+  CHECK(!purlinRingPublished(ring, t));
+  purlinRingPublishStaged(ring, t, last);
   CHECK(purlinRingPublished(ring, t));
   CHECK(!purlinRingPublished(ring, start)); /* its earlier lap is gone */
   CHECK(purlinRingTryRead(ring, t, &d));
