@@ -4,18 +4,21 @@
  * for each, for one Atom. Included by one .cu per Atom (megakernel_<atom>.cu)
  * so that their instantiations compile in parallel.
  *
- * Order and epochs. CTA 0 alone reads the ring; the epoch of every
- * descriptor is the megakernel's count in registers (snac/epoch.cuh), one
- * per descriptor in ticket order, which every rank's megakernel runs in the
- * same order (the queue is matched across ranks by ticket). The cross-CTA
- * order that snacEpochNext gives an executor is given here by the mailbox:
- * a descriptor that needs CTAs beyond 0 is posted to all of them (release)
- * and completes only after every one reported its finish (acq_rel on the
- * finish counter, acquire by CTA 0), and CTA 0 posts nothing new before
- * that. So no CTA starts epoch e+1 before every CTA of this rank finished
- * e -- the rule the staging halves need -- and a run of descriptors that
- * CTA 0 runs alone (the small AllReduce of decode) costs no cross-CTA
- * step at all.
+ * Order and epochs. Every CTA reads the ring itself, in ticket order, and
+ * counts the epochs in registers (snac/epoch.cuh): one per descriptor,
+ * which every rank's megakernel runs in the same order (the queue is
+ * matched across ranks by ticket). The cross-CTA order that snacEpochNext
+ * gives an executor is given here by the completion: a CTA starts ticket h
+ * only once h - 1 has completed, and CTA 0 completes a descriptor only
+ * after every CTA of its team stored its finish word (release, acquired
+ * by CTA 0). So no CTA starts epoch e+1 before every CTA of this rank
+ * finished e -- the rule the staging halves need -- and a descriptor that
+ * CTA 0 runs alone (the small AllReduce of decode) costs no cross-CTA step
+ * at all. A CTA sees the descriptor and the completion before it in the
+ * same round trip (lanes of one warp), so a descriptor of several CTAs
+ * reaches them all in the time it reaches CTA 0 (a mailbox that CTA 0
+ * posted to cost ~0.8 us more per call, and gathering a finish counter
+ * behind an acquire fence ~1.5 us: bench/session_latency at 8 KiB).
  */
 #ifndef PURLIN_PERSISTENT_MEGAKERNEL_CUH_
 #define PURLIN_PERSISTENT_MEGAKERNEL_CUH_
@@ -221,15 +224,16 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
          ((d->sendbuff | d->recvbuff) & 7u) == 0;
 }
 
-/* Polls for ticket h as warp 0 of CTA 0, a slot word per lane (ring.h:
- * the descriptor is there, and read, in one round trip): true, with the
- * descriptor in *desc (shared memory), when it is published; false on
- * abort, or after PURLIN_MEGAKERNEL_IDLE_TIMEOUTS x timeoutMs with nothing
- * published (the idle retire, reported: a session that was never ended).
- * Longer than any wait's bound, so that a rank that never calls is
- * reported as the timeout it causes in its peers, not as idleness. Every
- * lane returns the same. `mw` is the trace's words when it is on, else
- * NULL.
+/* Polls for ticket h as warp 0 of a CTA, a slot word per lane (ring.h:
+ * the descriptor is there, and read, in one round trip) and the completed
+ * count on lane 16: true, with the descriptor in *desc (shared memory),
+ * when it is published and every ticket before it has completed; false on
+ * abort, or after `idle` x timeoutMs with neither (the idle retire:
+ * reported, by CTA 0 with the smallest bound, as a session that was never
+ * ended; its report aborts the group, which stops the other CTAs). Longer
+ * than any wait's bound, so that a rank that never calls is reported as
+ * the timeout it causes in its peers, not as idleness. Every lane returns
+ * the same. `mw` is the trace's words when it is on, else NULL.
  *
  * The polls are acquire loads (ring.h allows relaxed polls and one fence
  * too). On sm_90 an acquire load is a strong load and an invalidation of
@@ -240,48 +244,53 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
  * from the slot to the pushes. */
 static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st,
                                                    purlinCollDesc_t* desc,
-                                                   purlinMegakernelWords_t* mw) {
+                                                   purlinMegakernelWords_t* mw, uint64_t idle) {
   const int lane = (int)(threadIdx.x & 31u);
-  const int word = lane & (PURLIN_RING_SLOT_WORDS - 1);
-  uint64_t* at = &purlinRingSlotOf(ring, h)->w[word];
+  const bool slotLane = lane < PURLIN_RING_SLOT_WORDS;
+  uint64_t* at = slotLane ? &purlinRingSlotOf(ring, h)->w[lane] : &ring.w->done;
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
     const uint64_t w = cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*at).load(
         cuda::memory_order_acquire);
-    if (__all_sync(0xffffffffu, purlinRingWordIs(w, h))) {
+    /* Lanes 16-31 all read the count: one request. */
+    const bool ready = slotLane ? purlinRingWordIs(w, h) != 0 : purlinRingIsDone(w + 1, h) != 0;
+    if (__all_sync(0xffffffffu, ready)) {
       if (mw != NULL && lane == 0) megakernelClock(mw, h, PURLIN_TRACE_CLK_SEEN);
-      if (lane < PURLIN_RING_SLOT_WORDS) ((uint32_t*)(void*)desc)[lane] = (uint32_t)w;
+      if (slotLane) ((uint32_t*)(void*)desc)[lane] = (uint32_t)w;
       __syncwarp();
       return true;
     }
     if ((spins & 1023u) == 0) {
       int keep = 1;
       if (lane == 0)
-        keep = snacStillWaitingFor(st, &start, PURLIN_MEGAKERNEL_IDLE_TIMEOUTS, -1,
-                                   (uint32_t)purlinInvalidUsage, PURLIN_ERROR_IDLE_RETIRE, h);
+        keep = snacStillWaitingFor(st, &start, idle, -1, (uint32_t)purlinInvalidUsage,
+                                   PURLIN_ERROR_IDLE_RETIRE, h);
       if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
     }
   }
 }
 
-/* Waits, as one thread, until the 64-bit word reaches `value` (acquire,
- * device scope); bounded by the abort word and `bound` x timeoutMs (chosen
- * above the writer's own bound: a finish comes within one collective's,
- * a post within CTA 0's idle time). False on abort or timeout (reported). */
-static __device__ __noinline__ bool megakernelWaitWord(uint64_t* word, uint64_t value,
-                                                       SnacState* st, uint32_t what,
-                                                       uint64_t bound) {
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> w(*word);
+/* CTA 0, as warp 0, after its own part of ticket h: waits until CTAs
+ * 1..ctas-1 stored their finish words (acquire, a word per lane, one round
+ * trip). Bounded by the abort word and 2 x timeoutMs (a CTA's part is
+ * bounded by one); false on abort or timeout (reported). Every lane
+ * returns the same. */
+static __device__ __noinline__ bool megakernelFinished(purlinMegakernelWords_t* mw, uint64_t h,
+                                                       int ctas, SnacState* st) {
+  const int lane = (int)(threadIdx.x & 31u);
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> w(mw->finish[lane < ctas ? lane : 0]);
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
-    /* Relaxed polls and one acquire fence (megakernelNext says why). */
-    if ((int64_t)(w.load(cuda::memory_order_relaxed) - value) >= 0) {
-      cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device);
-      return true;
+    const bool done = lane == 0 || lane >= ctas ||
+                      (int64_t)(w.load(cuda::memory_order_acquire) - (h + 1)) >= 0;
+    if (__all_sync(0xffffffffu, done)) return true;
+    if ((spins & 1023u) == 0) {
+      int keep = 1;
+      if (lane == 0)
+        keep = snacStillWaitingFor(st, &start, 2, -1, (uint32_t)purlinTimeout,
+                                   PURLIN_ERROR_WAIT_FLAG, h);
+      if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
     }
-    if ((spins & 1023u) == 0 &&
-        !snacStillWaitingFor(st, &start, bound, -1, (uint32_t)purlinTimeout, what, value))
-      return false;
   }
 }
 
@@ -291,7 +300,6 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
   __shared__ SnacThroughputSmem tp;
   __shared__ SnacLatencyCall lat;
   __shared__ purlinCollDesc_t desc;
-  __shared__ uint64_t descEpoch;
   __shared__ int stop;
   __shared__ SnacSmallArGeometry geo;
   purlinControl_t* c = (purlinControl_t*)dc;
@@ -299,14 +307,16 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
   const purlinRing_t ring = purlinRingOf(c);
   const SnacTeam all = snacTeamOfLaunch();
   const bool lead = threadIdx.x == 0;
-  const uint64_t others = gridDim.x - 1;
+  const bool first = blockIdx.x == 0;
   cuda::atomic_ref<uint64_t, cuda::thread_scope_device> arrived(mw->arrived);
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> postGen(mw->postGen);
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_device> finished(mw->finished);
 
   /* The completed count: the epoch of the next descriptor is last + 1. */
   uint64_t last = snacEpochBegin(dc, all) - 1;
-  const bool trace = *(volatile uint64_t*)&mw->traceOn == 1;
+  /* The next ticket, read before this CTA arrives: nothing is published
+   * before every CTA has (the session's resident node waits for them), so
+   * every CTA starts from the same count. */
+  uint64_t h = purlinRingCompleted(ring.w);
+  const bool trace = first && *(volatile uint64_t*)&mw->traceOn == 1;
   /* Loaded once: a load per descriptor was a round trip on its path. */
   const int nranks = dc->nranks;
   SnacState st;
@@ -317,107 +327,77 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
   if (lead && nranks <= PURLIN_LATENCY_SMALL_AR_RANKS)
     snacSmallArGeometryOf(dc, dc->rank, nranks, &geo);
   if (lead) {
-    if (blockIdx.x == 0) mw->serving = 1;
+    if (first) mw->serving = 1;
     /* Release: the session's resident node (graphs/nodes.cu) acquires the
      * count, and sees `serving` with it. */
     arrived.fetch_add(1, cuda::memory_order_release);
   }
+  /* CTA 0 reports the idle retire; the others wait longer, and stop on the
+   * abort its report raises. */
+  const uint64_t idle = PURLIN_MEGAKERNEL_IDLE_TIMEOUTS + (first ? 0 : 2);
 
-  if (blockIdx.x == 0) {
-    uint64_t h = purlinRingCompleted(ring.w);
-    uint64_t gen = postGen.load(cuda::memory_order_relaxed);
-    uint64_t fin = finished.load(cuda::memory_order_relaxed);
-    for (;;) {
-      if (threadIdx.x < 32) {
-        const bool got = megakernelNext(ring, h, &st, &desc, trace ? mw : NULL);
-        if (lead) {
-          stop = 0;
-          if (!got) {
-            stop = 1;
-          } else {
-            if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_SEEN);
-            if (desc.flags & PURLIN_DESC_RETIRE) {
-              stop = 2;
-            } else if (!megakernelDescOk(&desc, nranks)) {
-              snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_DESC, -1, h);
-              stop = 1;
-            }
-          }
-          descEpoch = last + 1;
-        }
-      }
-      __syncthreads();
-      const int why = stop;
-      /* A descriptor beyond CTA 0, and the end, go to every other CTA. */
-      if (lead && others > 0 && (why != 0 || desc.ctas > 1)) {
-        if (why != 0) desc.flags = PURLIN_DESC_RETIRE;
-        mw->post = desc;
-        mw->postEpoch = why != 0 ? last : last + 1;
-        /* Release: the post's fields before its number. */
-        postGen.store(++gen, cuda::memory_order_release);
-      }
-      if (why != 0) {
-        /* The retire descriptor completes too, or the next session's
-         * megakernel (which starts at the completed count) would take it
-         * again and retire at once. */
-        if (lead && why == 2) purlinRingComplete(ring.w, h + 1);
-        break;
-      }
-      if (trace && lead) {
-        megakernelStamp(mw, h, PURLIN_TRACE_MK_RUN);
-        megakernelClock(mw, h, PURLIN_TRACE_CLK_RUN);
-      }
-      const MegakernelTrace tr = {mw, trace ? h : ~(uint64_t)0};
-      megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem, &geo, tr);
-      __syncthreads();
-      if (lead) {
-        if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_RAN);
-        bool ok = true;
-        if (others > 0 && desc.ctas > 1) {
-          fin += others;
-          ok = megakernelWaitWord(&mw->finished, fin, &st, PURLIN_ERROR_WAIT_FLAG, 2);
-        }
-        /* Release: the outputs of every CTA (ordered before by the
-         * barrier and the finish counter) before the completion that a
-         * waiter acquires; it also frees the slot. */
-        if (ok) purlinRingComplete(ring.w, h + 1);
-        if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_DONE);
-      }
-      ++h;
-      ++last;
-    }
-    if (lead) {
-      cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->serving)
-          .store(0, cuda::memory_order_relaxed);
-      cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->sessions)
-          .fetch_add(1, cuda::memory_order_release);
-    }
-  } else {
-    uint64_t gen = postGen.load(cuda::memory_order_relaxed);
-    for (;;) {
+  for (;;) {
+    if (threadIdx.x < 32) {
+      const bool got = megakernelNext(ring, h, &st, &desc, trace ? mw : NULL, idle);
       if (lead) {
         stop = 0;
-        if (!megakernelWaitWord(&mw->postGen, gen + 1, &st, PURLIN_ERROR_WAIT_FLAG,
-                                PURLIN_MEGAKERNEL_IDLE_TIMEOUTS + 2)) {
+        if (!got) {
           stop = 1;
         } else {
-          desc = mw->post;
-          descEpoch = mw->postEpoch;
-          if (desc.flags & PURLIN_DESC_RETIRE) stop = 2;
+          if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_SEEN);
+          if (desc.flags & PURLIN_DESC_RETIRE) {
+            stop = 2;
+          } else if (!megakernelDescOk(&desc, nranks)) {
+            /* Every CTA finds it so; CTA 0 reports it. */
+            if (first) snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_DESC, -1, h);
+            stop = 1;
+          }
         }
-        ++gen;
       }
-      __syncthreads();
-      if (stop == 2) last = descEpoch;
-      if (stop != 0) break;
-      const MegakernelTrace tr = {mw, ~(uint64_t)0};
-      megakernelRun<A>(&desc, descEpoch, dc, &lat, &tp, atomSmem, &geo, tr);
-      last = descEpoch;
-      __syncthreads();
-      /* acq_rel: this CTA's part (ordered before by the barrier) before
-       * CTA 0's acquire of the count. */
-      if (lead) finished.fetch_add(1, cuda::memory_order_acq_rel);
     }
+    __syncthreads();
+    const int why = stop;
+    if (why != 0) {
+      /* The retire descriptor completes too, or the next session's
+       * megakernel (which starts at the completed count) would take it
+       * again and retire at once. */
+      if (first && lead && why == 2) purlinRingComplete(ring.w, h + 1);
+      break;
+    }
+    if (trace && lead) {
+      megakernelStamp(mw, h, PURLIN_TRACE_MK_RUN);
+      megakernelClock(mw, h, PURLIN_TRACE_CLK_RUN);
+    }
+    const MegakernelTrace tr = {mw, trace ? h : ~(uint64_t)0};
+    megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem, &geo, tr);
+    __syncthreads();
+    /* desc.ctas is read by the threads that use it, before warp 0 reads
+     * the next descriptor into `desc`. */
+    if (first) {
+      if (threadIdx.x < 32) {
+        const int ctas = desc.ctas;
+        if (trace && lead) megakernelStamp(mw, h, PURLIN_TRACE_MK_RAN);
+        const bool ok = ctas <= 1 || megakernelFinished(mw, h, ctas, &st);
+        /* Release: the outputs of every CTA (ordered before by the barrier
+         * and the finish words) before the completion that a waiter
+         * acquires; it also frees the slot. */
+        if (lead && ok) purlinRingComplete(ring.w, h + 1);
+        if (trace && lead) megakernelStamp(mw, h, PURLIN_TRACE_MK_DONE);
+      }
+    } else if (lead && (int)blockIdx.x < desc.ctas) {
+      /* Release: this CTA's part (ordered before by the barrier) before
+       * CTA 0's acquire of the word. */
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->finish[blockIdx.x])
+          .store(h + 1, cuda::memory_order_release);
+    }
+    ++h;
+    ++last;
+  }
+  if (first && lead) {
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->serving)
+        .store(0, cuda::memory_order_relaxed);
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->sessions)
+        .fetch_add(1, cuda::memory_order_release);
   }
   snacEpochEnd(dc, all, last);
   if (lead)

@@ -5,13 +5,13 @@
  * ring.h. Plain C.
  *
  * A megakernel runs `ctas` CTAs of PURLIN_MEGAKERNEL_THREADS threads, all
- * resident for one session. CTA 0 takes the ring's descriptors in ticket
- * order and runs each with its first d->ctas CTAs (the plan's team, at most
- * the megakernel's); when a descriptor needs more than CTA 0 it posts it to
- * the other CTAs through a mailbox and gathers their finish before the
- * descriptor completes. A retire descriptor, the abort word, or an idle
- * time of PURLIN_MEGAKERNEL_IDLE_TIMEOUTS x timeoutMs ends it (the last reported as an
- * error: a session that was never ended).
+ * resident for one session. Every CTA reads the ring's descriptors in
+ * ticket order itself and runs each it takes part in (the first d->ctas
+ * CTAs: the plan's team, at most the megakernel's); CTA 0 completes a
+ * descriptor once every CTA of its team has stored its finish word. A
+ * retire descriptor, the abort word, or an idle time of
+ * PURLIN_MEGAKERNEL_IDLE_TIMEOUTS x timeoutMs ends it (the last reported
+ * as an error: a session that was never ended).
  */
 #ifndef PURLIN_PERSISTENT_MEGAKERNEL_H_
 #define PURLIN_PERSISTENT_MEGAKERNEL_H_
@@ -54,16 +54,11 @@ typedef struct purlinMegakernelWords_t {
   uint64_t departed; /* megakernel CTAs that exited */
   uint64_t serving;  /* 1 while a megakernel serves the ring (CTA 0) */
   uint64_t sessions; /* megakernels that exited (CTA 0) */
-  uint8_t pad0[96];
-  /* The mailbox from CTA 0 to the other CTAs: the descriptor, the epoch
-   * it runs with (for a retire: the last epoch run), and the post number,
-   * stored last with release. */
-  purlinCollDesc_t post;
-  uint64_t postEpoch;
-  uint64_t postGen;
-  uint8_t pad1[48];
-  uint64_t finished; /* other CTAs' finishes of posted descriptors */
-  uint8_t pad2[248];
+  uint8_t pad0[224];
+  /* finish[k]: 1 + the last ticket CTA k (k > 0) finished its part of,
+   * stored with release; CTA 0 reads them all in one round trip, a word
+   * per lane, before it completes a descriptor of several CTAs. */
+  uint64_t finish[PURLIN_MEGAKERNEL_MAX_CTAS];
   /* Timing of the session's calls (tools: bench/session_latency), off
    * unless traceOn is 1 when the megakernel starts: per ticket t, entry
    * t % PURLIN_TRACE_ENTRIES holds globaltimer stamps (ns) at the points
@@ -96,9 +91,9 @@ enum {
   PURLIN_TRACE_CLK_SEEN = 16      /* warp 0's poll had every word of the slot */
 };
 
-PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, post) == 128, "megakernel: mailbox");
-PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, finished) == 256,
-                     "megakernel: finish counter on its own line");
+PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, finish) == 256,
+                     "megakernel: finish words on lines of their own");
+PURLIN_STATIC_ASSERT(PURLIN_MEGAKERNEL_MAX_CTAS <= 32, "megakernel: a finish word per lane");
 PURLIN_STATIC_ASSERT(offsetof(purlinMegakernelWords_t, traceOn) == 512, "megakernel: trace");
 PURLIN_STATIC_ASSERT(PURLIN_RING_WORDS_BYTES + sizeof(purlinMegakernelWords_t) <=
                          PURLIN_CTRL_RING_COUNTER_BYTES,

@@ -49,10 +49,10 @@ static void dump(purlinComm_t c, const char* when) {
   purlinRingWords_t* w = (purlinRingWords_t*)h->ringCounters;
   const purlinRingSlot_t* slot = (const purlinRingSlot_t*)(const void*)h->ringSlots;
   purlinMegakernelWords_t* m = purlinMegakernelWordsOf(h);
-  printf("%s rank %d: tail %llu done %llu flag0 %llu flag1 %llu | arrived %llu departed %llu serving %llu sessions %llu postGen %llu fin %llu | epoch0-3 %llu %llu %llu %llu timeoutMs %d\n",
+  printf("%s rank %d: tail %llu done %llu flag0 %llu flag1 %llu | arrived %llu departed %llu serving %llu sessions %llu finish1 %llu | epoch0-3 %llu %llu %llu %llu timeoutMs %d\n",
     when, h->comm.rank, (unsigned long long)w->tail, (unsigned long long)w->done, (unsigned long long)(slot[0].w[PURLIN_RING_LAST_WORD] >> 32), (unsigned long long)(slot[1].w[PURLIN_RING_LAST_WORD] >> 32),
     (unsigned long long)m->arrived, (unsigned long long)m->departed, (unsigned long long)m->serving, (unsigned long long)m->sessions,
-    (unsigned long long)m->postGen, (unsigned long long)m->finished, (unsigned long long)h->epoch[0],
+    (unsigned long long)m->finish[1], (unsigned long long)h->epoch[0],
     (unsigned long long)h->epoch[1], (unsigned long long)h->epoch[2], (unsigned long long)h->epoch[3], h->comm.timeoutMs);
   free(h);
 }
