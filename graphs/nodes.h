@@ -23,6 +23,11 @@
 extern "C" {
 #endif
 
+/* The most nodes of one stream resident at once: the one running and, as
+ * a programmatic launch, the next (nodes.cu); each may need an SM of its
+ * own beside a resident megakernel (runtime/session.c counts them). */
+#define PURLIN_SESSION_NODE_SMS 2
+
 /* Host-held V counts that an enqueue node writes into a block of device
  * memory reserved for the descriptor's ring slot (`countsBlock` +
  * slot * countsPerSlot words; the slot, and so its block, is reused only

@@ -278,12 +278,18 @@ static purlinResult_t sessionCheck(struct purlinComm* comm, const char* fn) {
  * exit -- a hang until the timeout, measured with 8 ranks on one H200. Each
  * rank of this process on this GPU needs two queues (its stream and its
  * megakernel's), so more ranks than that are refused with the remedy. */
-static purlinResult_t sessionQueues(purlinComm_t comm) {
+/* The ranks of this process on this rank's GPU (one process per GPU: 1). */
+static int sessionRanksHere(purlinComm_t comm) {
   int ranks = 1;
   if (comm->group->localRank == -1) {
     ranks = 0;
     for (int r = 0; r < comm->nranks; ++r) ranks += comm->group->devices[r] == comm->device;
   }
+  return ranks;
+}
+
+static purlinResult_t sessionQueues(purlinComm_t comm) {
+  const int ranks = sessionRanksHere(comm);
   int queues = 8;
   const char* env = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   if (env != NULL && atoi(env) > 0) queues = atoi(env) < 32 ? atoi(env) : 32;
@@ -292,6 +298,28 @@ static purlinResult_t sessionQueues(purlinComm_t comm) {
                    "session needs 2 of CUDA's %d hardware queues; set "
                    "CUDA_DEVICE_MAX_CONNECTIONS=%d (at most 32) before CUDA starts",
                    ranks, comm->device, queues, 2 * ranks > 32 ? 32 : 2 * ranks);
+  return purlinSuccess;
+}
+
+/* The SMs a session of every rank of this process on this GPU holds:
+ * each rank's megakernel CTAs (one SM each) and up to two of its nodes
+ * (the one running and the next, launched early: graphs/nodes.h), which
+ * do not fit on an SM beside a megakernel CTA (its 512 threads take the
+ * register file). With more than the GPU has, a rank's megakernel waits
+ * for SMs that its peers' nodes hold while they wait for it: measured, 8
+ * ranks x 16 CTAs on a 132-SM H200 passed the init check (128 CTAs) and
+ * timed out in the first session call. Refused, with the remedy. */
+static purlinResult_t sessionFits(purlinComm_t comm) {
+  const purlinPlanFacts_t* f = &comm->planFacts;
+  const int ranks = sessionRanksHere(comm);
+  const int per = comm->config.megakernelCtas + PURLIN_SESSION_NODE_SMS;
+  const int most = f->sms / ranks - PURLIN_SESSION_NODE_SMS;
+  PURLIN_RETURN_IF(f->sms > 0 && ranks * per > f->sms, purlinInvalidUsage,
+                   "purlinSessionBegin: %d rank(s) share GPU %d of %d SMs, and each rank's "
+                   "session holds config.megakernelCtas = %d SMs for its megakernel and up to "
+                   "%d for its nodes: %d x %d = %d; set megakernelCtas to at most %d",
+                   ranks, comm->device, f->sms, comm->config.megakernelCtas,
+                   PURLIN_SESSION_NODE_SMS, ranks, per, ranks * per, most > 0 ? most : 0);
   return purlinSuccess;
 }
 
@@ -314,6 +342,7 @@ static purlinResult_t sessionBegin(struct purlinComm* comm, cudaStream_t stream)
   PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
   if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
   purlinResult_t res = purlinSessionPrepare(comm, "purlinSessionBegin");
+  if (res == purlinSuccess) res = sessionFits(comm);
   if (res == purlinSuccess) {
     /* After the communicator's calls on other streams; then fork,
      * launch, and hold `stream` until every CTA is resident, so that

@@ -3,8 +3,9 @@
  * acquire load against a relaxed one? One warp of one CTA times, in SM
  * cycles (clock64), a read of %globaltimer with its store (the trace's
  * megakernelStamp), a clock64 stamp with its store, and a 64-bit load of
- * an L2-resident word done relaxed and with acquire (device scope), each
- * 64 times; prints the medians.
+ * an L2-resident word done relaxed and with acquire (device scope), and 8
+ * dependent stack loads after each kind of load, 64 times; prints the
+ * medians.
  * Build: nvcc -O3 -arch=sm_90a -o timer_probe bench/probes/timer_probe.cu
  */
 #include <cuda/atomic>
@@ -23,7 +24,7 @@
   } while (0)
 
 #define ITERS 64
-#define KINDS 4
+#define KINDS 6
 
 __device__ __forceinline__ uint64_t globalTimer(void) {
   uint64_t t;
@@ -33,6 +34,9 @@ __device__ __forceinline__ uint64_t globalTimer(void) {
 
 __global__ void probe(uint64_t* word, volatile uint64_t* sink, long long* out) {
   cuda::atomic_ref<uint64_t, cuda::thread_scope_device> w(*word);
+  volatile int loc[64]; /* the stack */
+  for (int i = 0; i < 64; ++i) loc[i] = (i * 7 + 3) & 63;
+  int idx = 0;
   for (int it = 0; it < ITERS; ++it) {
     long long t0 = clock64();
     sink[0] = globalTimer();
@@ -45,7 +49,22 @@ __global__ void probe(uint64_t* word, volatile uint64_t* sink, long long* out) {
     uint64_t b = w.load(cuda::memory_order_acquire);
     if (b == 12345) sink[3] = b;
     long long t4 = clock64();
+    /* 8 dependent stack loads after a relaxed load, then after an acquire
+     * load: does the acquire's L1 invalidation reach the stack? */
+    uint64_t c0 = w.load(cuda::memory_order_relaxed);
+    long long t5 = clock64();
+#pragma unroll
+    for (int k = 0; k < 8; ++k) idx = loc[(idx + (int)c0) & 63];
+    long long t6 = clock64();
+    uint64_t c1 = w.load(cuda::memory_order_acquire);
+    long long t7 = clock64();
+#pragma unroll
+    for (int k = 0; k < 8; ++k) idx = loc[(idx + (int)c1) & 63];
+    long long t8 = clock64();
+    if (idx == 1000) sink[4] = idx;
     if (threadIdx.x == 0) {
+      out[KINDS * it + 4] = t6 - t5;
+      out[KINDS * it + 5] = t8 - t7;
       out[KINDS * it + 0] = t1 - t0;
       out[KINDS * it + 1] = t2 - t1;
       out[KINDS * it + 2] = t3 - t2;
@@ -72,7 +91,8 @@ int main(void) {
   long long h[KINDS * ITERS];
   CHECK(cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost));
   const char* names[KINDS] = {"globaltimer read + store", "clock64 read + store",
-                              "relaxed load (used)", "acquire load (used)"};
+                              "relaxed load (used)", "acquire load (used)",
+                              "8 stack loads after relaxed", "8 stack loads after acquire"};
   for (int k = 0; k < KINDS; ++k) {
     long long v[ITERS];
     for (int i = 0; i < ITERS; ++i) v[i] = h[KINDS * i + k];

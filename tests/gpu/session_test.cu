@@ -39,6 +39,7 @@
 #include "runtime/purlin.h"
 #include "purlin/device.cuh"
 #include "runtime/comm.h"
+#include "graphs/nodes.h"
 #include "persistent/megakernel.h"
 #include "tests/gpu/gpu_test.h"
 static void dump(purlinComm_t c, const char* when) {
@@ -911,6 +912,60 @@ static void mismatchCase(void) {
          ms >= 0 && code == purlinInvalidUsage ? "ok  " : "FAIL", purlinGetErrorName(code), ms);
 }
 
+/* Sessions that hold more SMs than the GPU has are refused at begin, with
+ * the most megakernel CTAs that fit; the most that fit run (8 ranks: a
+ * rank's megakernel and up to two of its nodes each hold an SM, and 8 x 16
+ * CTAs on a 132-SM H200 once timed out in the first call). */
+static void fitCase(void) {
+  const int n = 8;
+  int sms = 0;
+  GPU_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int most = sms / n - PURLIN_SESSION_NODE_SMS;
+  if (most < 1 || most + 1 > PURLIN_MEGAKERNEL_MAX_CTAS || (most + 1) * n > sms) {
+    printf("ok   fit: skipped (%d SMs)\n", sms);
+    return;
+  }
+  World w = makeWorld(n, most + 1, 10000);
+  purlinResult_t b = purlinSessionBegin(w.comms[0], w.streams[0]);
+  char want[32];
+  snprintf(want, sizeof want, "at most %d", most);
+  const bool refused = b == purlinInvalidUsage && strstr(purlinGetLastError(w.comms[0]), want) != NULL;
+  EXPECT(refused, "begin with %d x %d CTAs: %s, %s", n, most + 1, purlinGetErrorName(b),
+         purlinGetLastError(w.comms[0]));
+  destroyWorld(&w);
+  /* The most that fit: 8 B (one CTA) and 32 KiB (several) AllReduces. */
+  World v = makeWorld(n, most, 10000);
+  const size_t count = 8192;
+  std::vector<float*> x(n);
+  for (int r = 0; r < n; ++r) x[r] = deviceFloats(count, 1.0f);
+  float* y = deviceFloats((size_t)n * count, 0.0f);
+  for (int r = 0; r < n; ++r) GPU_PURLIN_OK(purlinSessionBegin(v.comms[r], v.streams[r]));
+  const int calls = 50;
+  for (int k = 0; k < calls; ++k)
+    for (int r = 0; r < n; ++r) {
+      const size_t c = k % 2 == 0 ? 2 : count;
+      GPU_PURLIN_OK(purlinAllReduce(x[r], y + (size_t)r * count, c, purlinFloat32, purlinSum,
+                                    v.comms[r], v.streams[r]));
+    }
+  endAll(v);
+  for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(v.streams[r]));
+  std::vector<float> h((size_t)n * count);
+  GPU_CUDA_OK(cudaMemcpy(h.data(), y, h.size() * 4, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (float f : h) ok = ok && f == (float)n;
+  for (int r = 0; r < n; ++r) {
+    purlinResult_t a = purlinSuccess;
+    GPU_PURLIN_OK(purlinCommGetAsyncError(v.comms[r], &a));
+    ok = ok && a == purlinSuccess;
+  }
+  EXPECT(ok, "%d ranks x %d CTAs: wrong results or an error", n, most);
+  destroyWorld(&v);
+  for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaFree(x[r]));
+  GPU_CUDA_OK(cudaFree(y));
+  printf("%s fit: %d ranks x %d megakernel CTAs refused at begin, %d x %d ran %d calls each\n",
+         refused && ok ? "ok  " : "FAIL", n, most + 1, n, most, calls);
+}
+
 int main(void) {
   /* Before CUDA starts: 8 ranks driven by one thread use 16 streams (each
    * rank's, and its megakernel's), more than CUDA's default 8 hardware
@@ -950,6 +1005,7 @@ int main(void) {
   if (want("idle")) idleCase();
   if (want("silent")) silentCase();
   if (want("mismatch")) mismatchCase();
+  if (want("fit")) fitCase();
   printf("session_test: %s (%d failures)\n", failures == 0 ? "passed" : "FAILED", failures);
   return failures == 0 ? 0 : 1;
 }
