@@ -119,7 +119,9 @@ typedef struct purlinConfig_t {
   unsigned int version; /* PURLIN_CONFIG_VERSION */
   /* CTAs reserved on each rank's GPU for the persistent megakernel. The ranks
    * placed on one GPU times this value must not exceed the GPU's SM count,
-   * because every rank's CTAs must be resident at the same time. 1..1024. */
+   * because every rank's CTAs must be resident at the same time. 1..1024;
+   * a session runs at most 32, and purlinSessionBegin also needs 2 SMs per
+   * rank for its nodes: ranks on one GPU x (this + 2) <= its SMs. */
   int megakernelCtas;
   /* Bound on every device-side wait, in milliseconds; a wait that exceeds it
    * aborts the communicator with purlinTimeout. Also bounds the whole

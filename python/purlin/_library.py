@@ -51,6 +51,7 @@ class ConfigStruct(ctypes.Structure):
         ("throughputBufferBytes", ctypes.c_size_t),
         ("path", ctypes.c_int),
         ("collectiveCtas", ctypes.c_int),
+        ("windowBytes", ctypes.c_size_t),
     ]
 
 

@@ -37,12 +37,15 @@ class Config:
     throughput_buffer_bytes: int = 256 << 20
     path: int = PATH_AUTO
     collective_ctas: int = 0
+    # Address space of each rank's window for symmetric buffers (mem_alloc,
+    # register); 0 disables them.
+    window_bytes: int = 64 << 30
 
     def _struct(self):
         return ConfigStruct(ctypes.sizeof(ConfigStruct), PURLIN_CONFIG_MAGIC,
                             PURLIN_CONFIG_VERSION, self.megakernel_ctas, self.timeout_ms,
                             self.latency_buffer_bytes, self.throughput_buffer_bytes, self.path,
-                            self.collective_ctas)
+                            self.collective_ctas, self.window_bytes)
 
 
 def _config(config, overrides, fn):

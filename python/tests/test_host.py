@@ -112,10 +112,12 @@ class LibraryTest(unittest.TestCase):
             self.assertTrue(hasattr(lib, name), name)
 
     def test_config_struct_matches_purlin_h(self):
-        # config.c asserts sizeof == 2 * size_t + 6 * int + size_t.
+        # config.c asserts sizeof == 2 * size_t + 6 * int + 2 * size_t
+        # (windowBytes last).
         S = _library.ConfigStruct
-        self.assertEqual(ctypes.sizeof(S), 3 * ctypes.sizeof(ctypes.c_size_t) +
+        self.assertEqual(ctypes.sizeof(S), 4 * ctypes.sizeof(ctypes.c_size_t) +
                          6 * ctypes.sizeof(ctypes.c_int))
+        self.assertEqual(S.windowBytes.offset, ctypes.sizeof(S) - ctypes.sizeof(ctypes.c_size_t))
         self.assertEqual(ctypes.sizeof(_library.UniqueIdStruct), 128)
 
     def test_config_fields_reach_the_library(self):
@@ -124,7 +126,8 @@ class LibraryTest(unittest.TestCase):
         cases = {"megakernel_ctas": (0, "megakernelCtas"), "timeout_ms": (0, "timeoutMs"),
                  "latency_buffer_bytes": (1, "latencyBufferBytes"),
                  "throughput_buffer_bytes": (1, "throughputBufferBytes"),
-                 "path": (7, "config->path"), "collective_ctas": (-1, "collectiveCtas")}
+                 "path": (7, "config->path"), "collective_ctas": (-1, "collectiveCtas"),
+                 "window_bytes": (1 << 50, "windowBytes")}
         for field, (value, cname) in cases.items():
             with self.subTest(field=field):
                 with self.assertRaises(purlin.InvalidArgumentError) as cm:
