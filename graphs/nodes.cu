@@ -21,13 +21,14 @@ __device__ __forceinline__ void nodeStamp(purlinMegakernelWords_t* mw, uint64_t 
 
 /* Programmatic dependent launch (sm_90 on): a node launched with
  * cudaLaunchAttributeProgrammaticStreamSerialization may start while the
- * kernel before it on its stream still runs. It waits, before touching
- * the ring, until that predecessor has completed and its memory is
- * visible (wait), and only then lets its own successor launch
- * (launch_dependents: one thread per CTA is enough). So the next node of a
- * stream is resident and waiting while this one runs, and at most two
- * nodes of a stream are resident: the launch latency of a dependent node
- * leaves the call's critical path. */
+ * kernel before it on its stream still runs. It takes its ticket and
+ * stages its descriptor then (enqueueKernel), publishes only after that
+ * predecessor has completed and its memory is visible (wait), and lets its
+ * own successor launch only after that wait (launch_dependents: one
+ * thread per CTA is enough). So the next node of a stream is resident and
+ * waiting while this one runs, and at most two nodes of a stream are
+ * resident: the launch latency of a dependent node leaves the call's
+ * critical path. */
 __device__ __forceinline__ void nodeLaunchDependents(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -79,9 +80,14 @@ __device__ __forceinline__ uint32_t nodeStage(const EnqueueParams<MAXC>& p, purl
  * descriptor: the call's way from its inputs to the megakernel is that
  * store, not the ticket, the stores and a barrier for them. Tickets still
  * follow stream order: a node lets its successor launch only after its
- * wait, so after its own ticket. (A kernel before the node that enqueues
- * from the device must do so before it lets dependents launch, if it does
- * at all: README, device enqueue.) */
+ * wait, so after its own ticket. What this asks of user kernels (README,
+ * Sessions): a kernel that lets its dependents launch early
+ * (launch_dependents) may have the next node take its ticket before it
+ * has run, so it must not enqueue after that point (the two calls would
+ * run in the other order, or the ranks disagree and report a mismatch),
+ * nor wait for "everything enqueued" (purlinDevWaitAll would count the
+ * node's ticket, whose node publishes only after the kernel ends: a wait
+ * until the timeout). */
 template <int MAXC>
 __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ EnqueueParams<MAXC> p) {
   if (threadIdx.x != 0) return;

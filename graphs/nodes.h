@@ -47,10 +47,11 @@ typedef struct purlinNodeCounts_t {
  * megakernel serving the ring reports PURLIN_ERROR_NO_SESSION and enqueues
  * nothing. Stream-ordered and capturable. With `pdl` (compute capability
  * 9.0 on) the node is a programmatic dependent launch: it may become
- * resident while the stream's previous kernel runs, and waits for that
- * kernel's completion (griddepcontrol.wait) before it takes its ticket, so
- * stream order is what it was; and the node lets the stream's next kernel
- * launch early the same way. */
+ * resident while the stream's previous kernel runs, takes its ticket and
+ * stages the descriptor then, and publishes it once that kernel has
+ * completed (griddepcontrol.wait); it lets the stream's next kernel launch
+ * early only after that wait, so a successor node's ticket follows its
+ * own (nodes.cu says what this asks of a user kernel before the node). */
 cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDesc_t* d,
                               const purlinNodeCounts_t* counts, int wait, int pdl,
                               cudaStream_t stream);

@@ -5,9 +5,11 @@
  * and user kernels (purlinDevEnqueue / purlinDevWait, purlin/device.cuh)
  * both run. One thread calls each function.
  *
- * Ordering. purlinEnqueueTake's completed count is acquired, so the
- * payload stores that follow come after the consumer's last reads of the
- * slot. purlinRingPublish's release store orders everything the calling
+ * Ordering. The completed count that purlinEnqueueTicket and
+ * purlinEnqueueRoom check is acquired, so the payload stores that follow
+ * (purlinRingStage, or purlinRingPublish) come after the megakernel's use
+ * of the slot's previous descriptor. The release store that publishes
+ * (purlinRingPublishStaged) orders everything the calling
  * thread did -- and, through a barrier before it, what its CTA did (PTX's
  * cumulativity) -- before the megakernel reads the descriptor and its
  * inputs. purlinEnqueueWait's acquire of the completed count orders the

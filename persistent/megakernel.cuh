@@ -226,7 +226,7 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
 
 /* Polls for ticket h as warp 0 of a CTA, a slot word per lane (ring.h:
  * the descriptor is there, and read, in one round trip) and the completed
- * count on lane 16: true, with the descriptor in *desc (shared memory),
+ * count on lanes 16-31: true, with the descriptor in *desc (shared memory),
  * when it is published and every ticket before it has completed; false on
  * abort, or after `idle` x timeoutMs with neither (the idle retire:
  * reported, by CTA 0 with the smallest bound, as a session that was never

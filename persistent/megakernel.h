@@ -69,10 +69,10 @@ typedef struct purlinMegakernelWords_t {
   uint64_t trace[PURLIN_TRACE_ENTRIES][PURLIN_TRACE_POINTS];
 } purlinMegakernelWords_t;
 enum {
-  PURLIN_TRACE_NODE_START = 0, /* the enqueue node began */
+  PURLIN_TRACE_NODE_START = 0, /* the enqueue node's predecessor had completed */
   PURLIN_TRACE_PUBLISHED = 1,  /* it published the descriptor */
   PURLIN_TRACE_NODE_DONE = 2,  /* it saw the completion */
-  PURLIN_TRACE_MK_SEEN = 3,    /* the megakernel saw the descriptor published */
+  PURLIN_TRACE_MK_SEEN = 3,    /* CTA 0 saw the descriptor published (and the one before done) */
   PURLIN_TRACE_MK_RUN = 4,     /* ... read it, and its CTA began the routine */
   PURLIN_TRACE_MK_RAN = 5,     /* ... the routine returned on every thread of CTA 0 */
   PURLIN_TRACE_MK_DONE = 6,    /* ... and the completion was stored */

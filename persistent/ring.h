@@ -275,7 +275,9 @@ PURLIN_RING_FN int purlinRingIsDone(uint64_t completed, uint64_t t) {
 
 /* Tickets taken so far (relaxed: waiters that wait for "everything
  * enqueued before me" read it after a stream or kernel boundary that
- * orders the producers' takes before). */
+ * orders the producers' takes before; an enqueue node launched early may
+ * have taken its ticket already, which is why a kernel that lets its
+ * dependents launch early must not wait for everything: graphs/nodes.cu). */
 PURLIN_RING_FN uint64_t purlinRingTaken(purlinRingWords_t* w) {
   return PURLIN_RING_LOAD_RELAXED(&w->tail);
 }

@@ -278,14 +278,13 @@ static purlinResult_t sessionCheck(struct purlinComm* comm, const char* fn) {
  * exit -- a hang until the timeout, measured with 8 ranks on one H200. Each
  * rank of this process on this GPU needs two queues (its stream and its
  * megakernel's), so more ranks than that are refused with the remedy. */
-/* The ranks of this process on this rank's GPU (one process per GPU: 1). */
+/* The most ranks of this process on one GPU of the group (one process per
+ * GPU: 1). The group's most, not this rank's GPU's: every rank must take
+ * the same decision, or a rank refused here would leave the peers that
+ * opened their sessions waiting for it until they time out. */
 static int sessionRanksHere(purlinComm_t comm) {
-  int ranks = 1;
-  if (comm->group->localRank == -1) {
-    ranks = 0;
-    for (int r = 0; r < comm->nranks; ++r) ranks += comm->group->devices[r] == comm->device;
-  }
-  return ranks;
+  if (comm->group->localRank != -1) return 1;
+  return purlinPlanRanksOnDevice(comm->group->devices, comm->nranks);
 }
 
 static purlinResult_t sessionQueues(purlinComm_t comm) {
@@ -294,10 +293,10 @@ static purlinResult_t sessionQueues(purlinComm_t comm) {
   const char* env = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   if (env != NULL && atoi(env) > 0) queues = atoi(env) < 32 ? atoi(env) : 32;
   PURLIN_RETURN_IF(2 * ranks > queues, purlinInvalidUsage,
-                   "purlinSessionBegin: %d ranks of this process share GPU %d, and each rank's "
-                   "session needs 2 of CUDA's %d hardware queues; set "
+                   "purlinSessionBegin: %d ranks of this process share one GPU, and each "
+                   "rank's session needs 2 of CUDA's %d hardware queues; set "
                    "CUDA_DEVICE_MAX_CONNECTIONS=%d (at most 32) before CUDA starts",
-                   ranks, comm->device, queues, 2 * ranks > 32 ? 32 : 2 * ranks);
+                   ranks, queues, 2 * ranks > 32 ? 32 : 2 * ranks);
   return purlinSuccess;
 }
 
@@ -308,18 +307,24 @@ static purlinResult_t sessionQueues(purlinComm_t comm) {
  * register file). With more than the GPU has, a rank's megakernel waits
  * for SMs that its peers' nodes hold while they wait for it: measured, 8
  * ranks x 16 CTAs on a 132-SM H200 passed the init check (128 CTAs) and
- * timed out in the first session call. Refused, with the remedy. */
+ * timed out in the first session call. Refused, with the remedy. (Other
+ * processes' and communicators' work on the GPU is not counted.) */
 static purlinResult_t sessionFits(purlinComm_t comm) {
   const purlinPlanFacts_t* f = &comm->planFacts;
   const int ranks = sessionRanksHere(comm);
   const int per = comm->config.megakernelCtas + PURLIN_SESSION_NODE_SMS;
   const int most = f->sms / ranks - PURLIN_SESSION_NODE_SMS;
+  PURLIN_RETURN_IF(f->sms > 0 && ranks * per > f->sms && most < 1, purlinInvalidUsage,
+                   "purlinSessionBegin: %d ranks of this process share a GPU of %d SMs, and "
+                   "each rank's session holds at least one SM for its megakernel and up to %d "
+                   "for its nodes; place at most %d ranks on a GPU",
+                   ranks, f->sms, PURLIN_SESSION_NODE_SMS, f->sms / (1 + PURLIN_SESSION_NODE_SMS));
   PURLIN_RETURN_IF(f->sms > 0 && ranks * per > f->sms, purlinInvalidUsage,
-                   "purlinSessionBegin: %d rank(s) share GPU %d of %d SMs, and each rank's "
+                   "purlinSessionBegin: %d rank(s) share a GPU of %d SMs, and each rank's "
                    "session holds config.megakernelCtas = %d SMs for its megakernel and up to "
                    "%d for its nodes: %d x %d = %d; set megakernelCtas to at most %d",
-                   ranks, comm->device, f->sms, comm->config.megakernelCtas,
-                   PURLIN_SESSION_NODE_SMS, ranks, per, ranks * per, most > 0 ? most : 0);
+                   ranks, f->sms, comm->config.megakernelCtas, PURLIN_SESSION_NODE_SMS, ranks,
+                   per, ranks * per, most);
   return purlinSuccess;
 }
 
