@@ -271,13 +271,6 @@ static purlinResult_t sessionCheck(struct purlinComm* comm, const char* fn) {
   return purlinSuccess;
 }
 
-/* A megakernel shares the GPU's hardware work queues with every other
- * stream of the process (CUDA_DEVICE_MAX_CONNECTIONS of them, 8 unless set
- * before CUDA starts; at most 32): a rank's nodes queued behind another
- * rank's resident megakernel in one hardware queue would wait for it to
- * exit -- a hang until the timeout, measured with 8 ranks on one H200. Each
- * rank of this process on this GPU needs two queues (its stream and its
- * megakernel's), so more ranks than that are refused with the remedy. */
 /* The most ranks of this process on one GPU of the group (one process per
  * GPU: 1). The group's most, not this rank's GPU's: every rank must take
  * the same decision, or a rank refused here would leave the peers that
@@ -287,6 +280,13 @@ static int sessionRanksHere(purlinComm_t comm) {
   return purlinPlanRanksOnDevice(comm->group->devices, comm->nranks);
 }
 
+/* A megakernel shares the GPU's hardware work queues with every other
+ * stream of the process (CUDA_DEVICE_MAX_CONNECTIONS of them, 8 unless set
+ * before CUDA starts; at most 32): a rank's nodes queued behind another
+ * rank's resident megakernel in one hardware queue would wait for it to
+ * exit -- a hang until the timeout, measured with 8 ranks on one H200. Each
+ * rank of this process on this GPU needs two queues (its stream and its
+ * megakernel's), so more ranks than that are refused with the remedy. */
 static purlinResult_t sessionQueues(purlinComm_t comm) {
   const int ranks = sessionRanksHere(comm);
   int queues = 8;
