@@ -50,6 +50,7 @@ struct EnqueueParams {
   uint32_t n;
   int wait;
   int pdl;
+  int chain;
   uint64_t counts[MAXC];
 };
 
@@ -99,9 +100,26 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
   const uint64_t trace = *(volatile uint64_t*)&mw->traceOn;
   uint64_t t = 0;
   bool serving = false;
-  const bool ok = purlinEnqueueTicket(c, &st, &t, &serving);
+  bool ok = purlinEnqueueTicket(c, &st, &t, &serving);
   uint32_t last = 0;
   if (ok && serving) last = nodeStage(p, ring, t);
+  /* A chained node (nodes.h): its predecessor is an enqueue node of this
+   * rank that waits for its collective, so its inputs are ready once
+   * every ticket before this one has completed (the count's acquire
+   * orders the collective's outputs, and what that node's own
+   * griddepcontrol.wait made visible, before the publish). The megakernel
+   * sees the descriptor as soon as it completes the one before, not after
+   * the waiting node exits and the GPU releases this one: on one GPU that
+   * release reached 8 ranks' nodes 1.5 us apart, and each call waited for
+   * the last (bench/session_latency's trace). */
+  bool published = false;
+  uint64_t t0 = 0;
+  if (p.chain && ok && serving) {
+    ok = t == 0 || purlinEnqueueWait(c, &st, t - 1);
+    t0 = snacGlobalTimerNs();
+    if (ok) purlinRingPublishStaged(ring, t, last);
+    published = ok;
+  }
   if (p.pdl) {
     /* In this order: a node that let its successor launch before its own
      * predecessor completed would let the whole chain of a captured
@@ -113,7 +131,8 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
     nodeLaunchDependents();
   }
   if (!ok) return;
-  const uint64_t t0 = snacGlobalTimerNs();
+  if (!published) {
+  t0 = snacGlobalTimerNs();
   if (!serving) {
     /* The first node after a session's begin may have taken its ticket
      * before the megakernel served the ring; now that the node before it
@@ -127,6 +146,7 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
     last = nodeStage(p, ring, t);
   }
   purlinRingPublishStaged(ring, t, last);
+  }
   if (trace == 1) {
     mw->trace[t % PURLIN_TRACE_ENTRIES][PURLIN_TRACE_NODE_START] = t0;
     nodeStamp(mw, t, PURLIN_TRACE_PUBLISHED);
@@ -185,7 +205,8 @@ cudaError_t launchEnqueue(const EnqueueParams<MAXC>& p, cudaStream_t stream) {
 
 extern "C" cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDesc_t* d,
                                          const purlinNodeCounts_t* counts, int wait, int pdl,
-                                         cudaStream_t stream) {
+                                         int chain, cudaStream_t stream) {
+  if (chain && !pdl) return cudaErrorInvalidValue;
   if (counts != NULL && counts->n > 0) {
     if (counts->n > PURLIN_THROUGHPUT_MAX_COUNTS || counts->n > counts->countsPerSlot)
       return cudaErrorInvalidValue;
@@ -197,6 +218,7 @@ extern "C" cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDe
     p.n = counts->n;
     p.wait = wait;
     p.pdl = pdl;
+    p.chain = chain;
     for (uint32_t i = 0; i < counts->n; ++i) p.counts[i] = counts->host[i];
     return launchEnqueue(p, stream);
   } else {
@@ -208,6 +230,7 @@ extern "C" cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDe
     p.n = 0;
     p.wait = wait;
     p.pdl = pdl;
+    p.chain = chain;
     p.counts[0] = 0;
     return launchEnqueue(p, stream);
   }

@@ -51,9 +51,17 @@ typedef struct purlinNodeCounts_t {
  * stages the descriptor then, and publishes it once that kernel has
  * completed (griddepcontrol.wait); it lets the stream's next kernel launch
  * early only after that wait, so a successor node's ticket follows its
- * own (nodes.cu says what this asks of a user kernel before the node). */
+ * own (nodes.cu says what this asks of a user kernel before the node).
+ *
+ * `chain` (with `pdl`): the stream's previous kernel is an enqueue node of
+ * the same rank with `wait` (the caller knows it from the capture's
+ * dependencies, runtime/session.c). Then the node publishes as soon as
+ * every ticket before its own has completed -- what that node waits for,
+ * read from the ring's count -- instead of after that node has exited
+ * (griddepcontrol.wait, which it still passes before it lets its own
+ * successor launch). */
 cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDesc_t* d,
-                              const purlinNodeCounts_t* counts, int wait, int pdl,
+                              const purlinNodeCounts_t* counts, int wait, int pdl, int chain,
                               cudaStream_t stream);
 
 /* Waits until every descriptor enqueued into the ring before this node

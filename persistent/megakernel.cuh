@@ -86,8 +86,9 @@ struct MegakernelTraceSums {
  * datatype and op: __noinline__, so that the megakernel's loop stays small
  * in the instruction cache and ptxas allocates registers per routine (as
  * one inlined body the ~60 routines took ptxas over 5 minutes per Atom).
- * The small AllReduce arrives here with its packets pushed (megakernelRun)
- * and only consumes. */
+ * The small AllReduce of one packet per thread arrives here with its
+ * packets pushed (megakernelRun) and only consumes; one of several packets
+ * per thread runs whole here. */
 template <bool R, purlinDataType_t D, purlinRedOp_t O>
 static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
                                                       const purlinCollDesc_t* d,
@@ -104,7 +105,8 @@ static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, stamp};
-    snacSmallArConsume<D, O>(*t, a, *geo, pushed, sums);
+    if (snacSmallArShapeOf(*t, a).rounds()) snacSmallArRounds<D, O>(*t, snacEpochIs(e), a, *geo, sums);
+    else snacSmallArConsume<D, O>(*t, a, *geo, pushed, sums);
   } else if (snacLatencyCallFromDesc(*t, d, dc, e, lat)) {
     snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);
   }
@@ -196,7 +198,9 @@ static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, 
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, tr.on(&t)};
-    pushed = snacSmallArPush(t, snacEpochIs(e), a, *geo, sums);
+    /* A call of several packets per thread pushes after the dispatch
+     * (snacSmallArRounds, whole). */
+    if (!snacSmallArShapeOf(t, a).rounds()) pushed = snacSmallArPush(t, snacEpochIs(e), a, *geo, sums);
   }
   MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem, geo, pushed, tr};
   run();
@@ -205,29 +209,36 @@ static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, 
 /* Whether the megakernel can run descriptor d without faulting: the host
  * API's descriptors always pass (the plan made them for this executor); a
  * descriptor from a user kernel's purlinDevEnqueue may not. */
-static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* d, int nranks) {
+static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* d, int nranks,
+                                                        uint64_t capacity) {
   /* The latency routines take any whole warps (the eager kernel's 256 is
    * its launch bound); the throughput path's Atoms take at most 512. */
   const int maxThreads = d->path == purlinPathLatency ? (int)blockDim.x
                                                       : PURLIN_THROUGHPUT_THREADS;
-  const bool shape = d->coll <= purlinCollAllToAllV && d->dtype <= purlinInt32 &&
+  const bool op = !purlinCollReduces((purlinCollective_t)d->coll) || d->op == purlinSum ||
+                  d->op == purlinMax || d->op == purlinMin;
+  const bool shape = op && d->coll <= purlinCollAllToAllV && d->dtype <= purlinInt32 &&
                      (d->path == purlinPathLatency || d->path == purlinPathThroughput) &&
                      d->ctas >= 1 && d->ctas <= (int)gridDim.x && d->threads >= 32 &&
                      d->threads <= maxThreads && d->threads % 32 == 0;
   if (!shape || (d->flags & PURLIN_DESC_SMALL_AR) == 0) return shape;
-  /* The small AllReduce: one 8-byte packet per thread of the team, 8-byte
-   * aligned buffers, few ranks (the plan's conditions, snac/latency.h). */
+  /* The small AllReduce: few ranks, 8-byte aligned buffers, a few packets
+   * per thread of the team (the plan's conditions, snac/latency.h), and a
+   * block the latency buffer's regions hold (`capacity`). */
   const uint64_t bytes = d->count * purlinDtypeBytes((purlinDataType_t)d->dtype);
   return d->path == purlinPathLatency && d->coll == purlinCollAllReduce &&
-         nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
-         (bytes + 7) / 8 <= (uint64_t)d->ctas * d->threads &&
-         ((d->sendbuff | d->recvbuff) & 7u) == 0;
+         purlinLatencySmallArFits(nranks, bytes, (uint64_t)d->ctas * d->threads,
+                                  ((d->sendbuff | d->recvbuff) & 7u) == 0) &&
+         bytes <= capacity;
 }
+
+/* What megakernelNext found. */
+enum { MK_NEXT_STOP = 0, MK_NEXT_RUN = 1, MK_NEXT_SKIP = 2 };
 
 /* Polls for ticket h as warp 0 of a CTA, a slot word per lane (ring.h:
  * the descriptor is there, and read, in one round trip) and the completed
- * count on lanes 16-31: true, with the descriptor in *desc (shared memory),
- * when it is published and every ticket before it has completed; false on
+ * count on lanes 16-31: the descriptor in *desc (shared memory) when it
+ * is published and every ticket before it has completed; a stop on
  * abort, or after `idle` x timeoutMs with neither (the idle retire:
  * reported, by CTA 0 with the smallest bound, as a session that was never
  * ended; its report aborts the group, which stops the other CTAs). Longer
@@ -241,8 +252,12 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
  * on its SM and keeps what it reuses in shared memory); an acquire fence
  * after relaxed polls is a memory barrier that waits for every store the
  * CTA still has in flight (~530 cycles measured, bench/probes), on the way
- * from the slot to the pushes. */
-static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st,
+ * from the slot to the pushes.
+ *
+ * Returns MK_NEXT_RUN with the descriptor; MK_NEXT_SKIP when ticket h
+ * completed without this CTA and its slot was reused (below); MK_NEXT_STOP
+ * on abort or idleness. */
+static __device__ __noinline__ int megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st,
                                                    purlinCollDesc_t* desc,
                                                    purlinMegakernelWords_t* mw, uint64_t idle) {
   const int lane = (int)(threadIdx.x & 31u);
@@ -258,14 +273,22 @@ static __device__ __noinline__ bool megakernelNext(purlinRing_t ring, uint64_t h
       if (mw != NULL && lane == 0) megakernelClock(mw, h, PURLIN_TRACE_CLK_SEEN);
       if (slotLane) ((uint32_t*)(void*)desc)[lane] = (uint32_t)w;
       __syncwarp();
-      return true;
+      return MK_NEXT_RUN;
     }
+    /* Ticket h completed and its slot no longer holds it: it ran without
+     * this CTA (CTA 0 completes a descriptor only after every CTA of its
+     * team stored its finish word), and a producer a lap ahead has reused
+     * the slot. Skip it. (A retire is never reused under a CTA still
+     * reading: the next session's producers follow this megakernel's
+     * exit.) */
+    if (__shfl_sync(0xffffffffu, slotLane ? 0 : purlinRingIsDone(w, h), PURLIN_RING_SLOT_WORDS))
+      return MK_NEXT_SKIP;
     if ((spins & 1023u) == 0) {
       int keep = 1;
       if (lane == 0)
         keep = snacStillWaitingFor(st, &start, idle, -1, (uint32_t)purlinInvalidUsage,
                                    PURLIN_ERROR_IDLE_RETIRE, h);
-      if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
+      if (!__shfl_sync(0xffffffffu, keep, 0)) return MK_NEXT_STOP;
     }
   }
 }
@@ -283,7 +306,12 @@ static __device__ __noinline__ bool megakernelFinished(purlinMegakernelWords_t* 
   for (uint32_t spins = 1;; ++spins) {
     const bool done = lane == 0 || lane >= ctas ||
                       (int64_t)(w.load(cuda::memory_order_acquire) - (h + 1)) >= 0;
-    if (__all_sync(0xffffffffu, done)) return true;
+    if (__all_sync(0xffffffffu, done)) {
+      /* The vote orders nothing in memory; the warp barrier does: every
+       * lane's acquire before lane 0's release of the completion. */
+      __syncwarp();
+      return true;
+    }
     if ((spins & 1023u) == 0) {
       int keep = 1;
       if (lane == 0)
@@ -319,6 +347,7 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
   const bool trace = first && *(volatile uint64_t*)&mw->traceOn == 1;
   /* Loaded once: a load per descriptor was a round trip on its path. */
   const int nranks = dc->nranks;
+  const uint64_t capacity = purlinLatencyBlockCapacity(dc->latencyBytes, nranks);
   SnacState st;
   snacInit(&st, dc, dc->rank, last + 1, 0);
   /* The small AllReduce's geometry, once per session (its first use is
@@ -338,16 +367,18 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
 
   for (;;) {
     if (threadIdx.x < 32) {
-      const bool got = megakernelNext(ring, h, &st, &desc, trace ? mw : NULL, idle);
+      const int got = megakernelNext(ring, h, &st, &desc, trace ? mw : NULL, idle);
       if (lead) {
         stop = 0;
-        if (!got) {
+        if (got == MK_NEXT_SKIP) {
+          stop = 3;
+        } else if (got == MK_NEXT_STOP) {
           stop = 1;
         } else {
           if (trace) megakernelStamp(mw, h, PURLIN_TRACE_MK_SEEN);
           if (desc.flags & PURLIN_DESC_RETIRE) {
             stop = 2;
-          } else if (!megakernelDescOk(&desc, nranks)) {
+          } else if (!megakernelDescOk(&desc, nranks, capacity)) {
             /* Every CTA finds it so; CTA 0 reports it. */
             if (first) snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_DESC, -1, h);
             stop = 1;
@@ -357,6 +388,15 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
     }
     __syncthreads();
     const int why = stop;
+    if (why == 3) {
+      /* A ticket that completed without this CTA: its epoch passed. The
+       * barrier: every thread has read `stop` before warp 0 writes it
+       * again. */
+      __syncthreads();
+      ++h;
+      ++last;
+      continue;
+    }
     if (why != 0) {
       /* The retire descriptor completes too, or the next session's
        * megakernel (which starts at the completed count) would take it
@@ -368,14 +408,13 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
       megakernelStamp(mw, h, PURLIN_TRACE_MK_RUN);
       megakernelClock(mw, h, PURLIN_TRACE_CLK_RUN);
     }
+    /* Read before the next barrier: warp 0 rewrites `desc` after it. */
+    const int ctas = desc.ctas;
     const MegakernelTrace tr = {mw, trace ? h : ~(uint64_t)0};
     megakernelRun<A>(&desc, last + 1, dc, &lat, &tp, atomSmem, &geo, tr);
     __syncthreads();
-    /* desc.ctas is read by the threads that use it, before warp 0 reads
-     * the next descriptor into `desc`. */
     if (first) {
       if (threadIdx.x < 32) {
-        const int ctas = desc.ctas;
         if (trace && lead) megakernelStamp(mw, h, PURLIN_TRACE_MK_RAN);
         const bool ok = ctas <= 1 || megakernelFinished(mw, h, ctas, &st);
         /* Release: the outputs of every CTA (ordered before by the barrier
@@ -384,7 +423,7 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
         if (lead && ok) purlinRingComplete(ring.w, h + 1);
         if (trace && lead) megakernelStamp(mw, h, PURLIN_TRACE_MK_DONE);
       }
-    } else if (lead && (int)blockIdx.x < desc.ctas) {
+    } else if (lead && (int)blockIdx.x < ctas) {
       /* Release: this CTA's part (ordered before by the barrier) before
        * CTA 0's acquire of the word. */
       cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(mw->finish[blockIdx.x])

@@ -126,9 +126,10 @@ static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, 
     p->ctas = clampInt(ceilDiv(packets, (uint64_t)p->threads), 1, maxCtas);
   }
   if (p->ctas < least) p->ctas = least;
-  p->smallAllReduce = s->coll == purlinCollAllReduce &&
-                      s->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
-                      packets <= (uint64_t)p->ctas * (uint64_t)p->threads && s->aligned8;
+  p->smallAllReduce =
+      s->coll == purlinCollAllReduce &&
+      purlinLatencySmallArFits(s->nranks, s->maxBlockBytes, (uint64_t)p->ctas * p->threads,
+                               s->aligned8);
 }
 
 static void planThroughput(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,

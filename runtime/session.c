@@ -232,6 +232,42 @@ PURLIN_API purlinResult_t purlinGroupEnd(void) {
   return purlinSuccess;
 }
 
+/* Whether a session call on `stream` may chain to the session's previous
+ * enqueue node (graphs/nodes.h): inside a capture whose only dependency on
+ * `stream` is that node, and it waits for its collective. Outside a
+ * capture the runtime cannot see what the stream ran since; so there, and
+ * wherever anything else came between (a kernel, an event wait, another
+ * communicator's call), the node waits for its stream predecessor as
+ * before. */
+static purlinResult_t sessionChainOf(purlinSession_t* s, cudaStream_t stream, int* chain) {
+  *chain = 0;
+  if (!s->pdl || s->chainNode == NULL || !s->chainWaits) return purlinSuccess;
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  const cudaGraphNode_t* deps = NULL;
+  size_t n = 0;
+  PURLIN_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id, NULL, &deps, NULL, &n));
+  *chain = status == cudaStreamCaptureStatusActive && id == s->chainCapture && n == 1 &&
+           deps[0] == s->chainNode;
+  return purlinSuccess;
+}
+
+/* After a session call's node was recorded on `stream`: that node, when
+ * captured (the stream's only dependency is then the node just added). */
+static purlinResult_t sessionChainAfter(purlinSession_t* s, cudaStream_t stream, int waits) {
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  const cudaGraphNode_t* deps = NULL;
+  size_t n = 0;
+  s->chainNode = NULL;
+  PURLIN_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id, NULL, &deps, NULL, &n));
+  if (status != cudaStreamCaptureStatusActive || n != 1) return purlinSuccess;
+  s->chainNode = deps[0];
+  s->chainCapture = id;
+  s->chainWaits = waits;
+  return purlinSuccess;
+}
+
 purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
                                    const uint64_t* hostCounts, int mustWait, cudaStream_t stream) {
   purlinSession_t* s = &comm->session;
@@ -250,8 +286,13 @@ purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   purlinResult_t res = purlinOrderBefore(&comm->order, stream);
   if (res == purlinSuccess) {
     const int wait = mustWait || !groupDefers(comm, stream, comm->order.nextCapture);
-    cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, wait, s->pdl, stream);
+    int chain = 0;
+    res = sessionChainOf(s, stream, &chain);
+    cudaError_t err = res == purlinSuccess
+                          ? purlinNodeEnqueue(comm->devComm, d, &counts, wait, s->pdl, chain, stream)
+                          : cudaSuccess;
     if (err != cudaSuccess) res = purlinCudaError(err, "purlinNodeEnqueue", __FILE__, __LINE__);
+    if (res == purlinSuccess) res = sessionChainAfter(s, stream, wait);
   }
   if (res == purlinSuccess) res = purlinOrderAfter(&comm->order, stream);
   if (prev != comm->device) cudaSetDevice(prev);
@@ -398,7 +439,9 @@ static purlinResult_t sessionEnd(struct purlinComm* comm, cudaStream_t stream) {
     purlinCollDesc_t d;
     memset(&d, 0, sizeof d);
     d.flags = PURLIN_DESC_RETIRE;
-    PURLIN_CUDA_CHECK_GOTO(purlinNodeEnqueue(comm->devComm, &d, NULL, 0, s->pdl, stream), res, out);
+    PURLIN_CUDA_CHECK_GOTO(purlinNodeEnqueue(comm->devComm, &d, NULL, 0, s->pdl, 0, stream), res,
+                           out);
+    s->chainNode = NULL;
     PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->join, s->side), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(stream, s->join, 0), res, out);
     PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, stream), res, out);

@@ -44,6 +44,12 @@ typedef struct purlinSession_t {
   int groupStreams;
   unsigned long long groupWorld; /* the capture the group's calls are in, 0 for none */
   cudaStream_t groupStream[PURLIN_SESSION_GROUP_STREAMS];
+  /* The last enqueue node this session captured, in which capture, and
+   * whether it waits: a call whose only dependency it is chains to it
+   * (graphs/nodes.h). */
+  cudaGraphNode_t chainNode;
+  unsigned long long chainCapture;
+  int chainWaits;
 } purlinSession_t;
 
 struct purlinComm;

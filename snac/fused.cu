@@ -121,10 +121,14 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
     smallAllReduce = 1;
     ctas = (int)blocks;
   }
+  /* The blocks' kernel holds a packet per thread (SnacNormBlocks); the
+   * other takes the plan's small AllReduce, of up to
+   * PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread. */
   if (smallAllReduce &&
-      (l.nranks > PURLIN_LATENCY_SMALL_AR_RANKS ||
-       (l.count * l.elemBytes + 7) / 8 > (uint64_t)ctas * PURLIN_LATENCY_THREADS ||
-       (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) != 0))
+      !purlinLatencySmallArFits(l.nranks, l.count * l.elemBytes,
+                                (uint64_t)ctas * PURLIN_LATENCY_THREADS,
+                                (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) ==
+                                    0))
     return cudaErrorInvalidValue;
   FusedLatencyParams p;
   p.call.a = *args;

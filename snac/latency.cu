@@ -137,9 +137,10 @@ extern "C" cudaError_t purlinLatencyLaunch(const purlinLatencyArgs_t* args,
     return cudaErrorInvalidConfiguration;
   /* The small routine's own preconditions, so that no plan can fault it. */
   if (smallAllReduce &&
-      (l.coll != purlinCollAllReduce || l.nranks > PURLIN_LATENCY_SMALL_AR_RANKS ||
-       (l.count * l.elemBytes + 7) / 8 > (uint64_t)ctas * (uint64_t)threads ||
-       (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) != 0))
+      (l.coll != purlinCollAllReduce ||
+       !purlinLatencySmallArFits(l.nranks, l.count * l.elemBytes, (uint64_t)ctas * threads,
+                                 (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) ==
+                                     0)))
     return cudaErrorInvalidValue;
   SnacLatencyCall p;
   p.a = *args;

@@ -283,21 +283,35 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
 }
 
 /* ------------------------------------------------------------------------
- * Small AllReduce: one packet per thread, at most LL_BATCH ranks, 8-byte
- * aligned buffers -- the tensor-parallel decode step (the plan picks it:
- * purlinPlan_t.latencySmallAllReduce). The general routine above serves
- * every collective and shape; this one holds a packet per thread in
- * registers and keeps the hot path short and straight: every load that
- * does not depend on the epoch issues with it, and the packets of all
- * peers load together and are waited for together (snacWaitPackets).
+ * Small AllReduce: up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per
+ * thread, at most LL_BATCH ranks, 8-byte aligned buffers -- the
+ * tensor-parallel decode step (the plan picks it:
+ * purlinPlan_t.smallAllReduce, purlinLatencySmallArFits). The general
+ * routine above serves every collective and shape; this one holds its
+ * packets in registers and keeps the hot path short and straight: every
+ * load that does not depend on the epoch issues with it, all of a
+ * thread's input packets load before any is pushed, and the packets of
+ * all peers load together and are waited for together (snacWaitPackets).
+ *
+ * Thread g of a team of G threads carries packets g, g + G, g + 2G, ...
+ * (K = ceil(P / G) of them, P the call's packets): round j of the consume
+ * is packet g + jG of every peer. Round 0 waits for the peers' arrival;
+ * later rounds find packets their peers pushed with round 0's, one round
+ * trip each. (The general routine loads a thread's next input only after
+ * its previous packets were stored -- the stores may alias it -- so every
+ * further packet cost a round trip in the push too; with 2 megakernel CTAs
+ * a 16 KiB call took 17 us of a 21 us session call, bench/session_latency.)
  * ---------------------------------------------------------------------- */
 /* What the small AllReduce does with each thread's sums: by default it
  * stores them to recvbuff. A tail is called by every thread of the team:
- * prefetch(g, has) right after the thread's input load is issued (for
- * loads of its own that need nothing), pushed() once its packets to every
- * peer are issued (a point for tracing tails), finish(...) at the end with
- * `valid` set where the thread holds packet g's sums (`m` bytes of it);
- * snac/fused.cuh's epilogue finishes rows there instead. */
+ * prefetch(g, has) right after the thread's first input load is issued
+ * (for loads of its own that need nothing), pushed() once its packets to
+ * every peer are issued (a point for tracing tails), finish(...) once per
+ * round, packet g's sums in round 0 and packet g + jG's in round j, with
+ * `valid` set where the thread holds that packet's sums (`m` bytes of it).
+ * Every thread of the team runs the same rounds, so a tail may
+ * synchronise the team; snac/fused.cuh's epilogue finishes rows there
+ * instead, on launches of one round (its prefetch is packet g's). */
 struct SnacStoreSums {
   __device__ __forceinline__ void prefetch(uint64_t g, bool has) { (void)g, (void)has; }
   __device__ __forceinline__ void pushed() {}
@@ -338,8 +352,17 @@ static __device__ __forceinline__ void snacSmallArGeometryOf(const purlinDevComm
   }
 }
 
+/* Packet i of a small AllReduce's `bytes`-byte buffer at `p` (8-byte
+ * aligned): its bytes, the last one's missing bytes read as 0. */
+static __device__ __forceinline__ uint64_t snacSmallArLoad(const void* p, uint64_t i,
+                                                           uint64_t bytes) {
+  return bytes - 8 * i >= 8 ? ((const uint64_t*)p)[i]
+                            : llLoadBytes((const char*)p + 8 * i, bytes - 8 * i);
+}
+
 /* What the small AllReduce's stage + notify hands its consume: this
- * thread's input packet and the call's epoch. */
+ * thread's first input packet (packet g; its others reload beside their
+ * rounds' peer packets) and the call's epoch. */
 struct SnacSmallArPushed {
   uint64_t mine, epoch;
 };
@@ -350,6 +373,54 @@ struct SnacSmallArPushed {
  * not depend on the datatype or the op, so an executor that runs many
  * calls (the megakernel) runs it, one copy of its code, before it
  * dispatches on them: the pushes leave before the dispatch. */
+/* The shape of a small AllReduce on a team: its bytes and packets, this
+ * thread's index g among the team's G, and its first packet's. */
+struct SnacSmallArShape {
+  uint64_t bytes, P, g, G;
+  bool has;   /* packet g exists */
+  uint64_t m; /* bytes of packet g */
+  /* Whether any thread of the team has a round past the first: the same
+   * for every thread. */
+  __device__ __forceinline__ bool rounds() const { return P > G; }
+};
+
+static __device__ __forceinline__ SnacSmallArShape snacSmallArShapeOf(const SnacTeam& t,
+                                                                      const purlinLatencyArgs_t& a) {
+  SnacSmallArShape s;
+  s.bytes = a.layout.count * a.layout.elemBytes;
+  s.P = (s.bytes + 7) / 8;
+  s.g = snacTeamThread(t);
+  s.G = snacTeamThreads(t);
+  s.has = s.g < s.P;
+  s.m = s.has && s.bytes - 8 * s.g < 8 ? s.bytes - 8 * s.g : 8;
+  return s;
+}
+
+/* The peer whose header thread g of G pushes and checks (the last threads
+ * of the team, which small calls leave without data), and that peer's
+ * heap: geo.peer[(hp - me) mod n], picked without indexing the array by a
+ * variable (which would move it to local memory). NULL when the thread
+ * has no header. */
+static __device__ __forceinline__ char* snacSmallArHeaderHeap(const SnacSmallArGeometry& geo,
+                                                             uint64_t g, uint64_t G, int* hp) {
+  const int me = geo.rank, n = geo.nranks;
+  *hp = (int)(G - 1 - g);
+  if (G - 1 - g >= (uint64_t)n || *hp == me) return (char*)0;
+  const int hk = *hp >= me ? *hp - me : *hp - me + n;
+  char* heap = (char*)0;
+#pragma unroll
+  for (int k = 1; k < LL_BATCH; ++k)
+    if (k == hk) heap = geo.peer[k];
+  return heap;
+}
+
+/* The small AllReduce's stage + notify for a call of one packet per
+ * thread (s.rounds() false), by every thread of the team: its input packet
+ * loads (with the epoch, the geometry being at hand), goes to every peer,
+ * and the last threads of the team push the headers. It does not depend
+ * on the datatype or the op, so an executor that runs many calls (the
+ * megakernel) runs it, one copy of its code, before it dispatches on
+ * them: the pushes leave before the dispatch. */
 template <typename Epoch, typename Tail>
 static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTeam& t,
                                                                     const Epoch& epochOf,
@@ -358,38 +429,23 @@ static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTe
                                                                     Tail& tail) {
   purlinDevComm_t* dc = a.devComm;
   const int me = geo.rank, n = geo.nranks;
-  const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
-  const uint64_t g = snacTeamThread(t);
-  const uint64_t G = snacTeamThreads(t);
-  const bool has = g < P;
-  const uint64_t m = has && bytes - 8 * g < 8 ? bytes - 8 * g : 8;
+  const SnacSmallArShape s = snacSmallArShapeOf(t, a);
+  const uint64_t g = s.g;
 
   /* Loads that need nothing: the input and the epoch. */
   SnacSmallArPushed out;
-  out.mine = 0;
-  if (has) {
-    out.mine = m == 8 ? ((const uint64_t*)a.sendbuff)[g]
-                      : llLoadBytes((const char*)a.sendbuff + 8 * g, m);
-  }
-  tail.prefetch(g, has);
+  out.mine = s.has ? snacSmallArLoad(a.sendbuff, g, s.bytes) : 0;
+  tail.prefetch(g, s.has);
   out.epoch = epochOf();
   const uint64_t half = geo.latencyOffset + (out.epoch & 1u) * geo.latencyBytes;
   const uint32_t flag = snacLatencyFlag(out.epoch);
   snacScrubIfDue(t, dc, out.epoch, t.ctas - 1);
 
   const uint64_t mineAt = half + (uint64_t)me * geo.region;
-  const int hp = (int)(G - 1 - g); /* the peer whose header this thread pushes and checks */
-  if (G - 1 - g < (uint64_t)n && hp != me) {
-    /* Peer hp is geo.peer[(hp - me) mod n], picked without indexing the
-     * array by a variable (which would move it to local memory). */
-    const int hk = hp >= me ? hp - me : hp - me + n;
-    char* heap = (char*)0;
-#pragma unroll
-    for (int k = 1; k < LL_BATCH; ++k)
-      if (k == hk) heap = geo.peer[k];
-    snacPacketStore((uint64_t*)(heap + mineAt), a.descriptor, flag);
-  }
-  if (has) {
+  int hp;
+  char* heap = snacSmallArHeaderHeap(geo, g, s.G, &hp);
+  if (heap != (char*)0) snacPacketStore((uint64_t*)(heap + mineAt), a.descriptor, flag);
+  if (s.has) {
 #pragma unroll
     for (int k = 1; k < LL_BATCH; ++k)
       if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + g), out.mine, flag);
@@ -398,41 +454,33 @@ static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTe
   return out;
 }
 
-/* The small AllReduce's consume, after snacSmallArPush on the same team
- * with the same arguments: every peer's packet, and the header, load at
- * once and are waited for together (slot LL_BATCH is the header); the sums
- * go to the tail. */
+/* One round of the small AllReduce's consume: packet i of every peer (and,
+ * with `header`, the header of peer hp in slot LL_BATCH) loads at once and
+ * is waited for; the sums, with `own` as this rank's packet, go to the
+ * tail (valid where this thread has packet i and nothing failed). Returns
+ * false on a failure (reported). */
 template <purlinDataType_t D, purlinRedOp_t O, typename Tail>
-static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
-                                                              const purlinLatencyArgs_t& a,
-                                                              const SnacSmallArGeometry& geo,
-                                                              SnacSmallArPushed pushed,
-                                                              Tail& tail) {
-  purlinDevComm_t* dc = a.devComm;
+static __device__ __forceinline__ bool snacSmallArRound(const SnacTeam& t,
+                                                        const purlinLatencyArgs_t& a,
+                                                        const SnacSmallArGeometry& geo,
+                                                        const SnacSmallArShape& s,
+                                                        SnacState* st, const char* inbox,
+                                                        uint64_t epoch, uint64_t i, bool has,
+                                                        uint64_t own, bool header, int hp,
+                                                        Tail& tail) {
   const int me = geo.rank, n = geo.nranks;
-  const uint64_t bytes = a.layout.count * a.layout.elemBytes, P = (bytes + 7) / 8;
-  const uint64_t g = snacTeamThread(t);
-  const uint64_t G = snacTeamThreads(t);
-  const bool has = g < P;
-  const uint64_t m = has && bytes - 8 * g < 8 ? bytes - 8 * g : 8;
-  const uint64_t epoch = pushed.epoch;
   const uint64_t region = geo.region;
-  const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
-  const int hp = (int)(G - 1 - g);
-  const bool header = G - 1 - g < (uint64_t)n && hp != me;
-
-  const char* inbox = (const char*)dc + half;
   const uint64_t* at[LL_BATCH + 1];
   int from[LL_BATCH + 1];
   SnacPacket k[LL_BATCH + 1];
   unsigned pending = 0;
 #pragma unroll
-  for (int s = 0; s < LL_BATCH; ++s) {
-    from[s] = s;
-    at[s] = (const uint64_t*)(inbox + (uint64_t)s * region) + 2 * (1 + g);
-    if (has && s < n && s != me) {
-      k[s] = snacPacketLoad(at[s]);
-      pending |= 1u << s;
+  for (int r = 0; r < LL_BATCH; ++r) {
+    from[r] = r;
+    at[r] = (const uint64_t*)(inbox + (uint64_t)r * region) + 2 * (1 + i);
+    if (has && r < n && r != me) {
+      k[r] = snacPacketLoad(at[r]);
+      pending |= 1u << r;
     }
   }
   from[LL_BATCH] = hp;
@@ -443,12 +491,11 @@ static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
   }
   bool ok = true;
   if (pending != 0) {
-    SnacState st;
-    snacInit(&st, dc, me, epoch, a.descriptor);
-    ok = snacWaitPackets(&st, at, from, pending, k);
+    snacInit(st, a.devComm, me, epoch, a.descriptor);
+    ok = snacWaitPackets(st, at, from, pending, k);
     /* The header: this call's descriptor, or a report. */
     if (ok && header && k[LL_BATCH].value() != a.descriptor) {
-      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
+      snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
                 k[LL_BATCH].value());
       ok = false;
     }
@@ -457,23 +504,156 @@ static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
   if (has && ok) {
     LLAccum<D, O> sum;
 #pragma unroll
-    for (int s = 0; s < LL_BATCH; ++s) {
-      if (s >= n) break;
-      sum.add(s == me ? pushed.mine : k[s].value(), s == 0);
+    for (int r = 0; r < LL_BATCH; ++r) {
+      if (r >= n) break;
+      sum.add(r == me ? own : k[r].value(), r == 0);
     }
     bits = sum.bits();
   }
-  tail.finish(t, a, epoch, g, has && ok, m, bits);
+  const uint64_t m = has && s.bytes - 8 * i < 8 ? s.bytes - 8 * i : 8;
+  tail.finish(t, a, epoch, i, has && ok, m, bits);
+  return ok;
+}
+
+/* The small AllReduce's consume, after snacSmallArPush on the same team
+ * with the same arguments: every peer's packet, and the header, load at
+ * once and are waited for together; the sums go to the tail. */
+template <purlinDataType_t D, purlinRedOp_t O, typename Tail>
+static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
+                                                              const purlinLatencyArgs_t& a,
+                                                              const SnacSmallArGeometry& geo,
+                                                              SnacSmallArPushed pushed,
+                                                              Tail& tail) {
+  const SnacSmallArShape s = snacSmallArShapeOf(t, a);
+  const uint64_t epoch = pushed.epoch;
+  const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
+  int hp;
+  const bool header = snacSmallArHeaderHeap(geo, s.g, s.G, &hp) != (char*)0;
+  SnacState st;
+  snacSmallArRound<D, O>(t, a, geo, s, &st, (const char*)a.devComm + half, epoch, s.g, s.has,
+                         pushed.mine, header, hp, tail);
   return epoch;
 }
 
-/* The whole small AllReduce: stage + notify, then consume. */
+/* Input packet i of a small AllReduce of shape s (0 past its end): a
+ * plain load for a whole packet, so that several issue together. */
+static __device__ __forceinline__ uint64_t snacSmallArInput(const void* sendbuff, uint64_t i,
+                                                            const SnacSmallArShape& s) {
+  if (8 * i + 8 <= s.bytes) return ((const uint64_t*)sendbuff)[i];
+  return i < s.P ? llLoadBytes((const char*)sendbuff + 8 * i, s.bytes - 8 * i) : 0;
+}
+
+/* The small AllReduce of several packets per thread (s.rounds()), whole:
+ * stage + notify, then the rounds of the consume. Out of the single
+ * packet's way (an executor dispatches to it), so that the decode step's
+ * calls keep their short path; and light on registers, which the
+ * megakernel's 512-thread CTAs hold 128 of (a copy that kept a thread's
+ * packets and a pointer per peer in registers spilled them to the stack
+ * and ran its loads one after another: 64 KiB on 2 CTAs, 8 ranks, 50 us).
+ * The push loads a chunk of SNAC_SMALL_AR_CHUNK packets together, then
+ * stores them (a store may alias a later input, so the compiler would not
+ * hoist the next chunk's loads above it); each round of the consume loads
+ * this rank's own packet again, beside the peers'. */
+#define SNAC_SMALL_AR_CHUNK 4
+template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
+static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
+                                                             const Epoch& epochOf,
+                                                             const purlinLatencyArgs_t& a,
+                                                             const SnacSmallArGeometry& geo,
+                                                             Tail& tail) {
+  enum { K = PURLIN_LATENCY_SMALL_AR_PACKETS, C = SNAC_SMALL_AR_CHUNK };
+  purlinDevComm_t* dc = a.devComm;
+  const int me = geo.rank, n = geo.nranks;
+  const SnacSmallArShape s = snacSmallArShapeOf(t, a);
+  const uint64_t g = s.g, G = s.G;
+
+  tail.prefetch(g, s.has);
+  const uint64_t epoch = epochOf();
+  const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
+  const uint32_t flag = snacLatencyFlag(epoch);
+  snacScrubIfDue(t, dc, epoch, t.ctas - 1);
+  const uint64_t mineAt = half + (uint64_t)me * geo.region;
+  int hp;
+  char* heap = snacSmallArHeaderHeap(geo, g, G, &hp);
+  if (heap != (char*)0) snacPacketStore((uint64_t*)(heap + mineAt), a.descriptor, flag);
+#pragma unroll
+  for (int c = 0; c < K; c += C) {
+    if ((uint64_t)c * G >= s.P) break;
+    uint64_t v[C];
+#pragma unroll
+    for (int q = 0; q < C; ++q) v[q] = snacSmallArInput(a.sendbuff, g + (uint64_t)(c + q) * G, s);
+#pragma unroll
+    for (int q = 0; q < C; ++q) {
+      const uint64_t i = g + (uint64_t)(c + q) * G;
+      if (i >= s.P) break;
+#pragma unroll
+      for (int k = 1; k < LL_BATCH; ++k)
+        if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + i), v[q], flag);
+    }
+  }
+  tail.pushed();
+
+  /* The rounds, as many as the team's packets need: the same for every
+   * thread of the team, so that a tail may synchronise it. The header
+   * loads with round 0 and is checked after it. */
+  const char* inbox = (const char*)dc + half;
+  SnacState st;
+  snacInit(&st, dc, me, epoch, a.descriptor);
+  const uint64_t* hat[1] = {(const uint64_t*)(inbox + (uint64_t)hp * geo.region)};
+  const int hfrom[1] = {hp};
+  SnacPacket hk[1];
+  if (heap != (char*)0) hk[0] = snacPacketLoad(hat[0]);
+  bool ok = true;
+#pragma unroll 1
+  for (int j = 0; j < K; ++j) {
+    if ((uint64_t)j * G >= s.P) break;
+    const uint64_t i = g + (uint64_t)j * G;
+    const bool has = i < s.P && ok;
+    const SnacPacketsStrided w = {inbox + 16 * (1 + i), geo.region};
+    SnacPacket k[LL_BATCH];
+    unsigned pending = 0;
+#pragma unroll
+    for (int r = 0; r < LL_BATCH; ++r) {
+      if (has && r < n && r != me) {
+        k[r] = snacPacketLoad(w.at(r));
+        pending |= 1u << r;
+      }
+    }
+    const uint64_t own = has ? snacSmallArInput(a.sendbuff, i, s) : 0;
+    if (pending != 0) ok = snacWaitPacketsAt(&st, w, pending, k);
+    if (j == 0 && heap != (char*)0 && ok) {
+      ok = snacWaitPackets(&st, hat, hfrom, 1u, hk);
+      if (ok && hk[0].value() != a.descriptor) {
+        snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
+                  hk[0].value());
+        ok = false;
+      }
+    }
+    uint64_t bits = 0;
+    if (has && ok) {
+      LLAccum<D, O> sum;
+#pragma unroll
+      for (int r = 0; r < LL_BATCH; ++r) {
+        if (r >= n) break;
+        sum.add(r == me ? own : k[r].value(), r == 0);
+      }
+      bits = sum.bits();
+    }
+    const uint64_t m = has && s.bytes - 8 * i < 8 ? s.bytes - 8 * i : 8;
+    tail.finish(t, a, epoch, i, has && ok, m, bits);
+  }
+  return epoch;
+}
+
+/* The whole small AllReduce: stage + notify, then consume (of one packet
+ * per thread, or of several: snacSmallArRounds). */
 template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
 static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam& t,
                                                                   const Epoch& epochOf,
                                                                   const purlinLatencyArgs_t& a,
                                                                   const SnacSmallArGeometry& geo,
                                                                   Tail& tail) {
+  if (snacSmallArShapeOf(t, a).rounds()) return snacSmallArRounds<D, O>(t, epochOf, a, geo, tail);
   const SnacSmallArPushed pushed = snacSmallArPush(t, epochOf, a, geo, tail);
   return snacSmallArConsume<D, O>(t, a, geo, pushed, tail);
 }

@@ -46,14 +46,28 @@ typedef struct purlinLatencyArgs_t {
 #define PURLIN_LATENCY_THREADS 256
 #define PURLIN_LATENCY_MAX_CTAS 32
 PURLIN_STATIC_ASSERT(PURLIN_LATENCY_MAX_CTAS <= PURLIN_CTRL_EPOCH_WORDS, "one epoch word per CTA");
-/* The small-AllReduce routine serves at most this many ranks. */
+/* The small-AllReduce routine serves at most this many ranks, and at most
+ * this many 8-byte packets per thread of its team: packet g + j x G of a
+ * team of G threads is thread g's j-th (snac/latency.cuh). */
 #define PURLIN_LATENCY_SMALL_AR_RANKS 8
+#define PURLIN_LATENCY_SMALL_AR_PACKETS 8
 
 #ifdef __CUDACC__
 #define PURLIN_LATENCY_HD __host__ __device__ __forceinline__
 #else
 #define PURLIN_LATENCY_HD static inline
 #endif
+
+/* Whether the small-AllReduce routine takes an AllReduce of `bytes` per
+ * rank over `nranks` on a team of `threads` threads: few ranks, 8-byte
+ * aligned buffers (`aligned8`), at most PURLIN_LATENCY_SMALL_AR_PACKETS
+ * packets per thread. The block-capacity check of the latency path is the
+ * caller's (every block of the latency path needs it). */
+PURLIN_LATENCY_HD int purlinLatencySmallArFits(int nranks, uint64_t bytes, uint64_t threads,
+                                               int aligned8) {
+  return nranks <= PURLIN_LATENCY_SMALL_AR_RANKS && aligned8 &&
+         (bytes + 7) / 8 <= (uint64_t)PURLIN_LATENCY_SMALL_AR_PACKETS * threads;
+}
 
 /* Payload bytes one (source, destination) region carries: the latency
  * path's limit on any block, for this heap layout and rank count (a region
@@ -77,7 +91,8 @@ uint64_t purlinLatencyMaxBlockBytes(const purlinLayout_t* layout, const uint64_t
  * CTAs of `threads` threads (32..PURLIN_LATENCY_THREADS, a multiple of 32;
  * at least nranks in all), the small-AllReduce routine when
  * `smallAllReduce` (the plan's choice; it needs 8-byte aligned buffers, at
- * most PURLIN_LATENCY_SMALL_AR_RANKS ranks and a packet per thread). V
+ * most PURLIN_LATENCY_SMALL_AR_RANKS ranks and PURLIN_LATENCY_SMALL_AR_PACKETS
+ * packets per thread: purlinLatencySmallArFits). V
  * forms give their `hostCounts` (nranks entries, or nranks^2 for
  * AllToAllV); the launcher turns the layout into this rank's offset and
  * size per peer and passes them in the kernel's parameters, so a captured

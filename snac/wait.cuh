@@ -213,16 +213,36 @@ static __device__ bool snacWaitFlag(SnacState* st, uint64_t* word, uint64_t valu
   }
 }
 
-/* Waits for several packets at once: bit j of `pending` asks for packet
- * p[j] of peer[j], whose first load k[j] the caller issued; on success
- * every asked k[j] is ready. Each pass reloads every packet still missing,
- * so once the last one lands a single round trip sees it (waiting for them
- * one after another costs a round trip per packet that was not there at
- * its first load: about 2.5 us with 8 ranks, bench/ll_latency). */
+/* Where packet j of a wait is and whose it is: arrays of both (any
+ * caller), or computed (SnacPacketsStrided), so that a caller short of
+ * registers need not hold a pointer per packet. */
 template <int NB>
-static __device__ __forceinline__ bool snacWaitPackets(SnacState* st, const uint64_t* const (&p)[NB],
-                                                       const int (&peer)[NB], unsigned pending,
-                                                       SnacPacket (&k)[NB]) {
+struct SnacPacketsAt {
+  const uint64_t* const (&p)[NB];
+  const int (&peer)[NB];
+  __device__ __forceinline__ const uint64_t* at(int j) const { return p[j]; }
+  __device__ __forceinline__ int from(int j) const { return peer[j]; }
+};
+
+/* Packet j at base + j x stride bytes, from peer j. */
+struct SnacPacketsStrided {
+  const char* base;
+  uint64_t stride;
+  __device__ __forceinline__ const uint64_t* at(int j) const {
+    return (const uint64_t*)(base + (uint64_t)j * stride);
+  }
+  __device__ __forceinline__ int from(int j) const { return j; }
+};
+
+/* Waits for several packets at once: bit j of `pending` asks for packet
+ * w.at(j) of peer w.from(j), whose first load k[j] the caller issued; on
+ * success every asked k[j] is ready. Each pass reloads every packet still
+ * missing, so once the last one lands a single round trip sees it (waiting
+ * for them one after another costs a round trip per packet that was not
+ * there at its first load: about 2.5 us with 8 ranks, bench/ll_latency). */
+template <int NB, typename Where>
+static __device__ __forceinline__ bool snacWaitPacketsAt(SnacState* st, const Where& w,
+                                                         unsigned pending, SnacPacket (&k)[NB]) {
   const uint32_t flag = snacLatencyFlag(st->epoch);
   uint64_t start = 0;
   for (uint32_t spins = 1;; ++spins) {
@@ -237,13 +257,22 @@ static __device__ __forceinline__ bool snacWaitPackets(SnacState* st, const uint
       int who = -1;
 #pragma unroll
       for (int j = NB - 1; j >= 0; --j)
-        if ((pending >> j) & 1u) who = peer[j];
+        if ((pending >> j) & 1u) who = w.from(j);
       if (!snacStillWaiting(st, &start, who, PURLIN_ERROR_WAIT_PACKET, 0)) return false;
     }
 #pragma unroll
     for (int j = 0; j < NB; ++j)
-      if ((pending >> j) & 1u) k[j] = snacPacketLoad(p[j]);
+      if ((pending >> j) & 1u) k[j] = snacPacketLoad(w.at(j));
   }
+}
+
+/* The same with packet j at p[j], from peer[j]. */
+template <int NB>
+static __device__ __forceinline__ bool snacWaitPackets(SnacState* st, const uint64_t* const (&p)[NB],
+                                                       const int (&peer)[NB], unsigned pending,
+                                                       SnacPacket (&k)[NB]) {
+  const SnacPacketsAt<NB> w = {p, peer};
+  return snacWaitPacketsAt(st, w, pending, k);
 }
 
 /* Raises a flag: `value` at `word` with release semantics at system scope,

@@ -7,9 +7,10 @@
  *   - path: a block up to the handle's latencyLimit takes the latency path
  *     (the host plan's rule; the V forms, whose sizes only the device knows,
  *     take the throughput path, as host calls with device counts do);
- *   - the latency path's AllReduce takes the small routine (a packet per
- *     thread) where it holds the data, on at most
- *     PURLIN_LATENCY_SMALL_AR_RANKS ranks, with 8-byte aligned buffers;
+ *   - the latency path's AllReduce takes the small routine (up to
+ *     PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread) where it holds
+ *     the data, on at most PURLIN_LATENCY_SMALL_AR_RANKS ranks, with 8-byte
+ *     aligned buffers (purlinLatencySmallArFits);
  *   - the throughput path stages unless peers read the rank's buffers in
  *     place (handle.direct, or both buffers in the rank's window), and runs
  *     the generic Atom, which needs no shared memory of its own (the
@@ -138,9 +139,9 @@ static __device__ __noinline__ bool devCollRun(const purlinDevCommHandle_t comm,
   if (latency) {
     d.path = (uint8_t)purlinPathLatency;
     const uint64_t bytes = count * eb;
-    if (R && coll == purlinCollAllReduce && n <= PURLIN_LATENCY_SMALL_AR_RANKS &&
-        (bytes + 7) / 8 <= (uint64_t)team.ctas * team.nthreads &&
-        ((d.sendbuff | d.recvbuff) & 7u) == 0)
+    if (R && coll == purlinCollAllReduce &&
+        purlinLatencySmallArFits(n, bytes, (uint64_t)team.ctas * team.nthreads,
+                                 ((d.sendbuff | d.recvbuff) & 7u) == 0))
       d.flags |= PURLIN_DESC_SMALL_AR;
     if (R && (d.flags & PURLIN_DESC_SMALL_AR) != 0) {
       purlinLatencyArgs_t a;

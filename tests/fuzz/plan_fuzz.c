@@ -97,7 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (plan.smallAllReduce) {
       FUZZ_ASSERT(s.coll == purlinCollAllReduce && s.aligned8);
       FUZZ_ASSERT(s.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS);
-      FUZZ_ASSERT((s.maxBlockBytes + 7) / 8 <= (uint64_t)plan.ctas * (uint64_t)plan.threads);
+      FUZZ_ASSERT((s.maxBlockBytes + 7) / 8 <=
+                  (uint64_t)PURLIN_LATENCY_SMALL_AR_PACKETS * plan.ctas * plan.threads);
     }
     return 0;
   }

@@ -143,7 +143,8 @@ int main(void) {
     uint64_t ctas = (packets + want - 1) / want;
     CHECK_EQ_INT(c.ctas, ctas < 1 ? 1 : ctas > most ? (int)most : (int)ctas);
     CHECK((uint64_t)c.ctas * c.threads >= (uint64_t)S.nranks);
-    CHECK_EQ_INT(c.smallAllReduce, packets <= (uint64_t)c.ctas * c.threads);
+    CHECK_EQ_INT(c.smallAllReduce,
+                 packets <= (uint64_t)PURLIN_LATENCY_SMALL_AR_PACKETS * c.ctas * c.threads);
     S.aligned8 = 0;
     CHECK_EQ_INT(plan(&c), purlinSuccess);
     CHECK_EQ_INT(c.smallAllReduce, 0);
@@ -262,10 +263,17 @@ int main(void) {
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, 2);
   CHECK_EQ_INT(c.threads, 512);
+  /* Up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread: still the
+   * small routine (256 KiB on 8 x 512 threads is 8 each), not past. */
   S.maxBlockBytes = 256 << 10;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, 8);
+  CHECK_EQ_INT(c.smallAllReduce, 1);
+  F.executorCtas = 4;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 4);
   CHECK_EQ_INT(c.smallAllReduce, 0);
+  F.executorCtas = 8;
   F.executorThreads = 1024;
   S.maxBlockBytes = (uint64_t)1 << 30;
   CHECK_EQ_INT(plan(&c), purlinInvalidUsage);
