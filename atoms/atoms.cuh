@@ -80,6 +80,18 @@ struct purlinAtomHopperPipe {
 
 typedef purlinAtomHopperPipe<PURLIN_HOPPER_STAGES, PURLIN_HOPPER_STAGE_BYTES> purlinAtomHopperT;
 
+/* The Hopper Atom of a resident executor (the megakernel): the same
+ * datapath with half the shared memory, 4 x 24 KiB. A CTA that holds the
+ * published 4 x 48 KiB leaves its SM's L1 28 KiB, too little for the
+ * stack of 512 threads: every register its calls save and restore is then
+ * an L2 round trip, 8 dependent stack loads after an acquire 1329-2064
+ * cycles instead of 389 (bench/probes/smem_stack_probe.cu, H200), on the
+ * way of every call the megakernel runs. */
+#define PURLIN_HOPPER_RESIDENT_STAGES 4
+#define PURLIN_HOPPER_RESIDENT_STAGE_BYTES (24 << 10)
+typedef purlinAtomHopperPipe<PURLIN_HOPPER_RESIDENT_STAGES, PURLIN_HOPPER_RESIDENT_STAGE_BYTES>
+    purlinAtomHopperResidentT;
+
 /* The Atom that atoms/policy.c picks for the architecture this device code
  * is compiled for (the same compute-capability thresholds as
  * atom_info.c's minComputeCapability), as a compile-time kind: code that

@@ -11,8 +11,13 @@
 #include "atoms/atom.h"
 #include "persistent/megakernel.cuh"
 
+/* The megakernel runs the Hopper Atom in its resident shape
+ * (purlinAtomHopperResidentT, atoms/atoms.cuh: half the shared memory, so
+ * that L1 holds the CTA's stack) whatever Atom a descriptor names: the
+ * Atoms' bits are the same (SCORE), and the plan, told the megakernel's
+ * shared memory, names the generic one. */
 static void (*megakernelOf(purlinAtomKind_t atom))(purlinDevComm_t*) {
-  return atom == purlinAtomHopper ? purlinMegakernel<purlinAtomHopperT> : NULL;
+  return atom == purlinAtomHopper ? purlinMegakernel<purlinAtomHopperResidentT> : NULL;
 }
 
 extern "C" int purlinMegakernelSupported(int cc, purlinAtomKind_t atom) {
@@ -20,8 +25,7 @@ extern "C" int purlinMegakernelSupported(int cc, purlinAtomKind_t atom) {
 }
 
 extern "C" int purlinMegakernelSmemBytes(purlinAtomKind_t atom) {
-  const purlinAtomInfo_t* info = purlinAtomGetInfo(atom);
-  return info != NULL ? (int)info->dynamicSmemBytes : 0;
+  return atom == purlinAtomHopper ? purlinAtomHopperResidentT::smemBytes : 0;
 }
 
 extern "C" cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom) {

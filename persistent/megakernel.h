@@ -112,7 +112,8 @@ PURLIN_MEGAKERNEL_HD purlinMegakernelWords_t* purlinMegakernelWordsOf(purlinCont
   return (purlinMegakernelWords_t*)(void*)(c->ringCounters + PURLIN_RING_WORDS_BYTES);
 }
 
-/* Dynamic shared memory of a megakernel running `atom` (its Atom's). */
+/* Dynamic shared memory of a megakernel running `atom` (its resident shape of
+ * the Atom, atoms/atoms.cuh: purlinAtomHopperResidentT). */
 int purlinMegakernelSmemBytes(purlinAtomKind_t atom);
 
 /* Whether there is a megakernel for a GPU of compute capability `cc`
