@@ -454,6 +454,31 @@ static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTe
   return out;
 }
 
+/* Packet i's sums, in rank order (this rank's own packet `own`, the peers'
+ * in k), to the tail; `valid` where this thread has packet i and nothing
+ * failed. */
+template <purlinDataType_t D, purlinRedOp_t O, int NB, typename Tail>
+static __device__ __forceinline__ void snacSmallArSums(const SnacTeam& t,
+                                                       const purlinLatencyArgs_t& a,
+                                                       const SnacSmallArShape& s,
+                                                       const SnacSmallArGeometry& geo,
+                                                       uint64_t epoch, uint64_t i, bool valid,
+                                                       uint64_t own, const SnacPacket (&k)[NB],
+                                                       Tail& tail) {
+  uint64_t bits = 0;
+  if (valid) {
+    LLAccum<D, O> sum;
+#pragma unroll
+    for (int r = 0; r < LL_BATCH; ++r) {
+      if (r >= geo.nranks) break;
+      sum.add(r == geo.rank ? own : k[r].value(), r == 0);
+    }
+    bits = sum.bits();
+  }
+  const uint64_t m = valid && s.bytes - 8 * i < 8 ? s.bytes - 8 * i : 8;
+  tail.finish(t, a, epoch, i, valid, m, bits);
+}
+
 /* One round of the small AllReduce's consume: packet i of every peer (and,
  * with `header`, the header of peer hp in slot LL_BATCH) loads at once and
  * is waited for; the sums, with `own` as this rank's packet, go to the
@@ -500,18 +525,7 @@ static __device__ __forceinline__ bool snacSmallArRound(const SnacTeam& t,
       ok = false;
     }
   }
-  uint64_t bits = 0;
-  if (has && ok) {
-    LLAccum<D, O> sum;
-#pragma unroll
-    for (int r = 0; r < LL_BATCH; ++r) {
-      if (r >= n) break;
-      sum.add(r == me ? own : k[r].value(), r == 0);
-    }
-    bits = sum.bits();
-  }
-  const uint64_t m = has && s.bytes - 8 * i < 8 ? s.bytes - 8 * i : 8;
-  tail.finish(t, a, epoch, i, has && ok, m, bits);
+  snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has && ok, own, k, tail);
   return ok;
 }
 
@@ -629,18 +643,7 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
         ok = false;
       }
     }
-    uint64_t bits = 0;
-    if (has && ok) {
-      LLAccum<D, O> sum;
-#pragma unroll
-      for (int r = 0; r < LL_BATCH; ++r) {
-        if (r >= n) break;
-        sum.add(r == me ? own : k[r].value(), r == 0);
-      }
-      bits = sum.bits();
-    }
-    const uint64_t m = has && s.bytes - 8 * i < 8 ? s.bytes - 8 * i : 8;
-    tail.finish(t, a, epoch, i, has && ok, m, bits);
+    snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has && ok, own, k, tail);
   }
   return epoch;
 }
