@@ -232,40 +232,49 @@ PURLIN_API purlinResult_t purlinGroupEnd(void) {
   return purlinSuccess;
 }
 
-/* Whether a session call on `stream` may chain to the session's previous
- * enqueue node (graphs/nodes.h): inside a capture whose only dependency on
- * `stream` is that node, and it waits for its collective. Outside a
- * capture the runtime cannot see what the stream ran since; so there, and
- * wherever anything else came between (a kernel, an event wait, another
- * communicator's call), the node waits for its stream predecessor as
- * before. */
-static purlinResult_t sessionChainOf(purlinSession_t* s, cudaStream_t stream, int* chain) {
-  *chain = 0;
-  if (!s->pdl || s->chainNode == NULL || !s->chainWaits) return purlinSuccess;
+/* The one dependency of `stream` in its active capture `capture`, when it
+ * has exactly one and that edge is an ordinary one (no ports, not
+ * programmatic). Best effort: chaining is an optimisation, so a failed
+ * query only means no chain (and is not left as the thread's last error). */
+static cudaGraphNode_t sessionOnlyDependency(cudaStream_t stream, unsigned long long capture) {
   enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   const cudaGraphNode_t* deps = NULL;
+  const cudaGraphEdgeData* edges = NULL;
   size_t n = 0;
-  PURLIN_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id, NULL, &deps, NULL, &n));
-  *chain = status == cudaStreamCaptureStatusActive && id == s->chainCapture && n == 1 &&
-           deps[0] == s->chainNode;
-  return purlinSuccess;
+  if (capture == 0) return NULL;
+  if (cudaStreamGetCaptureInfo(stream, &status, &id, NULL, &deps, &edges, &n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  if (status != cudaStreamCaptureStatusActive || id != capture || n != 1 || deps == NULL)
+    return NULL;
+  if (edges != NULL && (edges[0].type != cudaGraphDependencyTypeDefault ||
+                        edges[0].from_port != 0 || edges[0].to_port != 0))
+    return NULL;
+  return deps[0];
+}
+
+/* Whether a session call on `stream`, in capture `capture` (0 for none),
+ * may chain to the session's previous enqueue node (graphs/nodes.h): that
+ * node is the stream's only dependency in the same capture, and it waits
+ * for its collective. Outside a capture the runtime cannot see what the
+ * stream ran since; so there, and wherever anything else came between (a
+ * kernel, an event wait, another communicator's call), the node waits for
+ * its stream predecessor as before. */
+static int sessionChains(const purlinSession_t* s, cudaStream_t stream,
+                         unsigned long long capture) {
+  if (!s->pdl || s->chainNode == NULL || !s->chainWaits || capture != s->chainCapture) return 0;
+  return sessionOnlyDependency(stream, capture) == s->chainNode;
 }
 
 /* After a session call's node was recorded on `stream`: that node, when
  * captured (the stream's only dependency is then the node just added). */
-static purlinResult_t sessionChainAfter(purlinSession_t* s, cudaStream_t stream, int waits) {
-  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  const cudaGraphNode_t* deps = NULL;
-  size_t n = 0;
-  s->chainNode = NULL;
-  PURLIN_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id, NULL, &deps, NULL, &n));
-  if (status != cudaStreamCaptureStatusActive || n != 1) return purlinSuccess;
-  s->chainNode = deps[0];
-  s->chainCapture = id;
+static void sessionChainAfter(purlinSession_t* s, cudaStream_t stream, unsigned long long capture,
+                              int waits) {
+  s->chainNode = sessionOnlyDependency(stream, capture);
+  s->chainCapture = capture;
   s->chainWaits = waits;
-  return purlinSuccess;
 }
 
 purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
@@ -286,13 +295,12 @@ purlinResult_t purlinSessionLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
   purlinResult_t res = purlinOrderBefore(&comm->order, stream);
   if (res == purlinSuccess) {
     const int wait = mustWait || !groupDefers(comm, stream, comm->order.nextCapture);
-    int chain = 0;
-    res = sessionChainOf(s, stream, &chain);
-    cudaError_t err = res == purlinSuccess
-                          ? purlinNodeEnqueue(comm->devComm, d, &counts, wait, s->pdl, chain, stream)
-                          : cudaSuccess;
+    const unsigned long long capture = comm->order.nextCapture;
+    const int chain = sessionChains(s, stream, capture);
+    cudaError_t err = purlinNodeEnqueue(comm->devComm, d, &counts, wait, s->pdl, chain, stream);
     if (err != cudaSuccess) res = purlinCudaError(err, "purlinNodeEnqueue", __FILE__, __LINE__);
-    if (res == purlinSuccess) res = sessionChainAfter(s, stream, wait);
+    if (res == purlinSuccess) sessionChainAfter(s, stream, capture, wait);
+    else s->chainNode = NULL;
   }
   if (res == purlinSuccess) res = purlinOrderAfter(&comm->order, stream);
   if (prev != comm->device) cudaSetDevice(prev);

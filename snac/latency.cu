@@ -135,7 +135,10 @@ extern "C" cudaError_t purlinLatencyLaunch(const purlinLatencyArgs_t* args,
       threads > PURLIN_LATENCY_THREADS || threads % 32 != 0 ||
       (uint64_t)ctas * threads < (uint64_t)l.nranks || l.nranks > PURLIN_DEV_MAX_RANKS)
     return cudaErrorInvalidConfiguration;
-  /* The small routine's own preconditions, so that no plan can fault it. */
+  /* The small routine's own preconditions, so that no plan can fault it.
+   * The block's fit in the latency buffer's regions is the latency path's
+   * (the plan takes the path only for blocks of at most
+   * purlinLatencyBlockCapacity bytes; the device is not asked here). */
   if (smallAllReduce &&
       (l.coll != purlinCollAllReduce ||
        !purlinLatencySmallArFits(l.nranks, l.count * l.elemBytes, (uint64_t)ctas * threads,

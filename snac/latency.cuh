@@ -305,7 +305,8 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
 /* What the small AllReduce does with each thread's sums: by default it
  * stores them to recvbuff. A tail is called by every thread of the team:
  * prefetch(g, has) right after the thread's first input load is issued
- * (for loads of its own that need nothing), pushed() once its packets to
+ * (for loads of its own that need nothing; a call of several packets per
+ * thread calls it before its loads), pushed() once its packets to
  * every peer are issued (a point for tracing tails), finish(...) once per
  * round, packet g's sums in round 0 and packet g + jG's in round j, with
  * `valid` set where the thread holds that packet's sums (`m` bytes of it).
