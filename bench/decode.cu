@@ -30,7 +30,9 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "persistent/megakernel.h"
 #include "purlin/device.cuh"
+#include "runtime/comm.h"
 #include "runtime/purlin.h"
 
 enum { kReplays = 20, kComputeThreads = 512 };
@@ -67,6 +69,16 @@ static __host__ __device__ int inputOf(int layer, int r, size_t i) {
   return (int)(mixOf(((uint64_t)layer << 48) ^ ((uint64_t)r << 40) ^ i) % 9u) - 4;
 }
 
+/* The trace of a fused step (traceFused): per rank and layer, stamps of
+ * the global timer (ns) taken by the compute kernel, and its ticket. */
+enum { kStampStart, kStampWaited, kStampEnqueue, kStampTicket, kStamps };
+
+static __device__ __forceinline__ unsigned long long globalNs(void) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 /* One layer's compute on one rank: every CTA reads its slice of the weight
  * shard and the previous layer's AllReduce output (the activation), then
  * writes its slice of this layer's AllReduce input. The values written do
@@ -78,14 +90,17 @@ static __host__ __device__ int inputOf(int layer, int r, size_t i) {
 __global__ void __launch_bounds__(kComputeThreads)
     computeKernel(const uint4* w, size_t wVecs, const uint16_t* act, size_t actElems,
                   uint16_t* x, size_t elems, int layer, int r, int fused, purlinDevQueue_t q,
-                  purlinDevColl_t coll, unsigned int* finished, int* sink) {
+                  purlinDevColl_t coll, unsigned int* finished, int* sink,
+                  unsigned long long* stamps) {
   extern __shared__ unsigned char pad[];
+  if (stamps != NULL && blockIdx.x == 0 && threadIdx.x == 0) stamps[kStampStart] = globalNs();
   if (fused) {
     __shared__ int ok;
     if (threadIdx.x == 0) ok = purlinDevWaitAll(q);
     __syncthreads();
     if (!ok) return;
   }
+  if (stamps != NULL && blockIdx.x == 0 && threadIdx.x == 0) stamps[kStampWaited] = globalNs();
   uint32_t acc = 0;
   const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t all = (size_t)gridDim.x * blockDim.x;
@@ -105,7 +120,9 @@ __global__ void __launch_bounds__(kComputeThreads)
     const unsigned int n = atomicAdd(finished, 1u) + 1u;
     if (n % gridDim.x == 0) {
       __threadfence();
-      purlinDevEnqueue(q, &coll);
+      if (stamps != NULL) stamps[kStampEnqueue] = globalNs();
+      const unsigned long long t = purlinDevEnqueue(q, &coll);
+      if (stamps != NULL) stamps[kStampTicket] = t;
     }
   }
 }
@@ -125,6 +142,7 @@ struct Rank {
   purlinDevQueue_t q;
   unsigned int* finished;
   int* sink;
+  unsigned long long* stamps; /* kStamps per layer, or NULL when not traced */
 };
 
 struct Step {
@@ -146,7 +164,7 @@ static void recordRank(Step* S, int r, Mode m) {
     const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
     computeKernel<<<S->grid, kComputeThreads, kComputeSmem, s>>>(
         k.w, kWeightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
-        k.coll[l], k.finished, k.sink);
+        k.coll[l], k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
     GPU_CUDA_OK(cudaGetLastError());
     if (m == kEager || m == kNode)
       GPU_PURLIN_OK(purlinAllReduce(k.x[l], k.y[l], S->elems, purlinBfloat16, purlinSum, k.comm, s));
@@ -168,6 +186,108 @@ static double stepUs(Step* S, Mode m) {
   const double us = benchGraphMedianUs(x, S->main, kReplays);
   GPU_CUDA_OK(cudaGraphExecDestroy(x));
   return us;
+}
+
+/* The megakernel trace words (persistent/megakernel.h) of a rank. */
+static purlinMegakernelWords_t* traceWords(purlinComm_t comm) {
+  purlinDevComm_t* dc = NULL;
+  purlinHeapLayout_t l;
+  GPU_PURLIN_OK(purlinCommDeviceContext(comm, &dc, &l));
+  return purlinMegakernelWordsOf((purlinControl_t*)dc);
+}
+
+static double medianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/* Where a fused step's time goes: one replay with the compute kernels'
+ * stamps and every megakernel's trace on; per layer l >= 1 (layer 0
+ * follows the session's start), medians over layers, in us:
+ *   compute   the slowest rank's kernel, its CTA 0 past the wait to its
+ *             last CTA's enqueue
+ *   skew      the last rank's enqueue - the first rank's
+ *   pickup    a rank's enqueue to its megakernel's sight of it (median
+ *             over ranks)
+ *   coll      the last enqueue to the last completion
+ *   wake      a rank's completion to its next kernel's CTA 0 past the
+ *             wait (median over ranks)
+ *   launch    a rank's enqueue to its next kernel's CTA 0 start
+ *   period    the last rank's "past the wait" of layer l to that of l+1 */
+static void traceFused(Step* S) {
+  const int L = S->layers;
+  if (L < 3) return;
+  for (int r = 0; r < S->n; ++r) {
+    GPU_CUDA_OK(cudaMalloc(&S->R[r].stamps, sizeof(unsigned long long) * kStamps * L));
+    GPU_CUDA_OK(cudaMemset(S->R[r].stamps, 0, sizeof(unsigned long long) * kStamps * L));
+  }
+  std::vector<cudaStream_t> streams(S->n);
+  std::vector<cudaEvent_t> join(S->n);
+  for (int r = 0; r < S->n; ++r) {
+    streams[r] = S->R[r].stream;
+    join[r] = S->R[r].join;
+  }
+  cudaGraphExec_t x = benchCaptureForked(S->main, S->fork, S->n, streams.data(), join.data(),
+                                         [&](int r, cudaStream_t) { recordRank(S, r, kFused); });
+  GPU_CUDA_OK(cudaGraphLaunch(x, S->main)); /* warm */
+  GPU_CUDA_OK(cudaStreamSynchronize(S->main));
+  const uint64_t on = 1, off = 0;
+  for (int r = 0; r < S->n; ++r) {
+    purlinMegakernelWords_t* w = traceWords(S->R[r].comm);
+    GPU_CUDA_OK(cudaMemset(w->trace, 0, sizeof w->trace));
+    GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &on, 8, cudaMemcpyHostToDevice));
+  }
+  GPU_CUDA_OK(cudaGraphLaunch(x, S->main));
+  GPU_CUDA_OK(cudaStreamSynchronize(S->main));
+  GPU_CUDA_OK(cudaGraphExecDestroy(x));
+  std::vector<std::vector<unsigned long long>> st(S->n);
+  std::vector<std::vector<uint64_t>> tr(S->n);
+  for (int r = 0; r < S->n; ++r) {
+    purlinMegakernelWords_t* w = traceWords(S->R[r].comm);
+    GPU_CUDA_OK(cudaMemcpy(&w->traceOn, &off, 8, cudaMemcpyHostToDevice));
+    tr[r].resize(PURLIN_TRACE_ENTRIES * PURLIN_TRACE_POINTS);
+    GPU_CUDA_OK(cudaMemcpy(tr[r].data(), w->trace, sizeof w->trace, cudaMemcpyDeviceToHost));
+    st[r].resize((size_t)kStamps * L);
+    GPU_CUDA_OK(cudaMemcpy(st[r].data(), S->R[r].stamps, sizeof(unsigned long long) * kStamps * L,
+                           cudaMemcpyDeviceToHost));
+    GPU_CUDA_OK(cudaFree(S->R[r].stamps));
+    S->R[r].stamps = NULL;
+  }
+  auto stamp = [&](int r, int l, int k) { return (double)st[r][(size_t)l * kStamps + k]; };
+  auto mk = [&](int r, int l, int k) {
+    const uint64_t t = st[r][(size_t)l * kStamps + kStampTicket];
+    return (double)tr[r][(t % PURLIN_TRACE_ENTRIES) * PURLIN_TRACE_POINTS + k];
+  };
+  std::vector<double> compute, skew, pickup, coll, wake, launch, period;
+  for (int l = 1; l + 1 < L; ++l) {
+    double eMin = 1e300, eMax = 0, dMax = 0, wMax = 0, wNextMax = 0, cMax = 0;
+    for (int r = 0; r < S->n; ++r) {
+      const double e = stamp(r, l, kStampEnqueue), seen = mk(r, l, PURLIN_TRACE_MK_SEEN);
+      const double done = mk(r, l, PURLIN_TRACE_MK_DONE);
+      if (e == 0 || seen == 0 || done == 0) {
+        printf("#   fused trace: incomplete (rank %d, layer %d)\n", r, l);
+        return;
+      }
+      eMin = std::min(eMin, e);
+      eMax = std::max(eMax, e);
+      dMax = std::max(dMax, done);
+      wMax = std::max(wMax, stamp(r, l, kStampWaited));
+      wNextMax = std::max(wNextMax, stamp(r, l + 1, kStampWaited));
+      cMax = std::max(cMax, e - stamp(r, l, kStampWaited));
+      pickup.push_back((seen - e) / 1e3);
+      wake.push_back((stamp(r, l + 1, kStampWaited) - done) / 1e3);
+      launch.push_back((stamp(r, l + 1, kStampStart) - e) / 1e3);
+    }
+    compute.push_back(cMax / 1e3);
+    skew.push_back((eMax - eMin) / 1e3);
+    coll.push_back((dMax - eMax) / 1e3);
+    period.push_back((wNextMax - wMax) / 1e3);
+  }
+  printf("#   fused trace at %zu B, medians over layers (us): compute %.2f | skew %.2f | pickup "
+         "%.2f | coll %.2f | wake %.2f | launch %.2f | period %.2f\n",
+         S->elems * 2, medianOf(compute), medianOf(skew), medianOf(pickup), medianOf(coll),
+         medianOf(wake), medianOf(launch), medianOf(period));
 }
 
 /* Every layer's AllReduce output on every rank; poisons them after. */
@@ -250,6 +370,7 @@ int main(int argc, char** argv) {
     GPU_CUDA_OK(cudaMalloc(&k.finished, sizeof(unsigned int)));
     GPU_CUDA_OK(cudaMemset(k.finished, 0, sizeof(unsigned int)));
     GPU_CUDA_OK(cudaMalloc(&k.sink, sizeof(int)));
+    k.stamps = NULL;
     k.x.resize(S.layers);
     k.y.resize(S.layers);
     k.coll.resize(S.layers);
@@ -290,6 +411,7 @@ int main(int argc, char** argv) {
            bytes, t[kComputeOnly], t[kComputeSession], t[kEager], t[kNode], t[kFused], "", e,
            nd, f, nd / e, f / e, wrong ? "  WRONG" : "");
     fflush(stdout);
+    if (getenv("DECODE_TRACE") != NULL) traceFused(&S);
     worstReserve = std::max(worstReserve, t[kComputeSession] / t[kComputeOnly]);
     worstNode = std::max(worstNode, nd / e);
     if (bytes <= (64 << 10)) worstFused64k = std::max(worstFused64k, f / e);
