@@ -104,21 +104,23 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
   uint32_t last = 0;
   if (ok && serving) last = nodeStage(p, ring, t);
   /* A chained node (nodes.h): its predecessor is an enqueue node of this
-   * rank that waits for its collective, so its inputs are ready once
-   * every ticket before this one has completed (the count's acquire
-   * orders the collective's outputs, and what that node's own
-   * griddepcontrol.wait made visible, before the publish). The megakernel
-   * sees the descriptor as soon as it completes the one before, not after
-   * the waiting node exits and the GPU releases this one: on one GPU that
-   * release reached 8 ranks' nodes 1.5 us apart, and each call waited for
-   * the last (bench/session_latency's trace). */
+   * rank that waits for its collective, and this node launched only after
+   * that node passed griddepcontrol.wait -- so everything before it on the
+   * stream has completed and its memory is visible. What remains is that
+   * node's collective, and the megakernel runs the ring in ticket order
+   * (a descriptor only once every ticket before it has completed): this
+   * one may publish now, as a call that does not wait does. The megakernel
+   * then finds it already there when it completes the one before, instead
+   * of after the waiting node has seen the completion (a round trip to
+   * the node and back: 1.0 us, bench/session_latency's trace) or has exited
+   * and the GPU released this one (on one GPU, 8 ranks' nodes 1.5 us
+   * apart). */
   bool published = false;
   uint64_t t0 = 0;
   if (p.chain && ok && serving) {
-    ok = t == 0 || purlinEnqueueWait(c, &st, t - 1);
     t0 = snacGlobalTimerNs();
-    if (ok) purlinRingPublishStaged(ring, t, last);
-    published = ok;
+    purlinRingPublishStaged(ring, t, last);
+    published = true;
   }
   if (p.pdl) {
     /* In this order: a node that let its successor launch before its own

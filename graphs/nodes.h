@@ -55,11 +55,12 @@ typedef struct purlinNodeCounts_t {
  *
  * `chain` (with `pdl`): the stream's previous kernel is an enqueue node of
  * the same rank with `wait` (the caller knows it from the capture's
- * dependencies, runtime/session.c). Then the node publishes as soon as
- * every ticket before its own has completed -- what that node waits for,
- * read from the ring's count -- instead of after that node has exited
- * (griddepcontrol.wait, which it still passes before it lets its own
- * successor launch). */
+ * dependencies, runtime/session.c). Then the node publishes as soon as it
+ * has staged its descriptor, before griddepcontrol.wait: what that node
+ * waits for is the collective before this one, which the megakernel
+ * completes first anyway (it runs the ring in ticket order). The node
+ * still passes griddepcontrol.wait before it lets its own successor
+ * launch. */
 cudaError_t purlinNodeEnqueue(purlinDevComm_t* dc, const purlinCollDesc_t* d,
                               const purlinNodeCounts_t* counts, int wait, int pdl, int chain,
                               cudaStream_t stream);
