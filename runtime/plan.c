@@ -98,18 +98,29 @@ static int latencyMaxCtas(const purlinPlanFacts_t* f) {
 
 /* Threads per CTA of a latency-path call: an eager launch's
  * (latencyThreads); a resident executor's CTA width, except for an
- * AllReduce whose packets fit one CTA, which takes only the warps its
- * packets need, so that it runs on one CTA: the megakernel runs a one-CTA
- * descriptor with no cross-CTA step (posting to a second CTA and gathering
- * its finish cost ~1.5 us, bench/session_latency's trace), and the team's
- * idle warps are left out of the routine. */
+ * AllReduce, which takes only the warps its packets need, on one CTA while
+ * they fit executorSpreadThreads and spread evenly over more CTAs (at least
+ * that many threads each) beyond. One CTA has no cross-CTA step (posting
+ * to a second CTA and gathering its finish: ~0.5 us, bench/collectives at
+ * 8 KiB against 4 KiB); but one SM's 512 threads polling 8 peers' packets
+ * took 2.4 us more than 256 threads did (4 KiB against 2 KiB, 8 ranks on
+ * an H200), so spreading beyond 256 may pay (PURLIN_SESSION_AR_THREADS,
+ * runtime/session.c; its default keeps one CTA up to 512). */
 static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
                               uint64_t packets) {
   if (f->executorCtas == 0) return latencyThreads(s->coll, s->maxBlockBytes, latencyMaxCtas(f));
+  if (s->coll != purlinCollAllReduce) return f->executorThreads;
+  const uint64_t most = (uint64_t)f->executorThreads;
+  uint64_t spread = f->executorSpreadThreads > 0 ? (uint64_t)f->executorSpreadThreads : most;
+  if (spread > most) spread = most;
+  /* The packets over every CTA, in whole warps; at least `spread` a CTA,
+   * at most the CTA; never more warps than the packets need. */
+  uint64_t per = ceilDiv(ceilDiv(packets, (uint64_t)f->executorCtas), 32) * 32;
+  if (per < spread) per = spread;
+  if (per > most) per = most;
   const uint64_t warps = ceilDiv(packets, 32) * 32;
-  if (s->coll == purlinCollAllReduce && warps <= (uint64_t)f->executorThreads)
-    return warps < 32 ? 32 : (int)warps;
-  return f->executorThreads;
+  if (warps < per) per = warps;
+  return per < 32 ? 32 : (int)per;
 }
 
 static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, purlinPlan_t* p) {

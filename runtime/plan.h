@@ -51,6 +51,10 @@ typedef struct purlinPlanFacts_t {
   int executorCtas;
   int executorThreads;
   int executorSmemBytes;
+  /* A resident executor's small AllReduce: the threads per CTA it takes
+   * before it spreads its packets onto more CTAs (whole warps; 0 means
+   * executorThreads, i.e. one CTA as long as its packets fit one). */
+  int executorSpreadThreads;
 } purlinPlanFacts_t;
 
 typedef struct purlinPlan_t {

@@ -34,9 +34,33 @@ static purlinResult_t sessionFail(purlinComm_t comm, purlinResult_t r) {
  * exit: DESIGN.md section 5). cudaMalloc is not allowed in a global-mode
  * capture, so the thread's capture mode is relaxed around it (what
  * PyTorch's caching allocator does). */
+/* The threads per CTA a session's small AllReduce takes before it spreads
+ * onto more megakernel CTAs (runtime/plan.c): by default the whole CTA,
+ * what the GPU runs measured; 256 is the candidate of plan.c's note, not
+ * yet measured in a session.
+ * PURLIN_SESSION_AR_THREADS, whole warps up to the megakernel's CTA. It
+ * decides the call's shape, so every rank must see the same value. */
+#define PURLIN_SESSION_AR_THREADS_DEFAULT PURLIN_MEGAKERNEL_THREADS
+
+static purlinResult_t sessionSpreadThreads(int* threads) {
+  *threads = PURLIN_SESSION_AR_THREADS_DEFAULT;
+  const char* env = getenv("PURLIN_SESSION_AR_THREADS");
+  if (env == NULL || env[0] == '\0') return purlinSuccess;
+  char* end = NULL;
+  const long v = strtol(env, &end, 10);
+  PURLIN_RETURN_IF(*end != '\0' || v < 32 || v > PURLIN_MEGAKERNEL_THREADS || v % 32 != 0,
+                   purlinInvalidArgument,
+                   "PURLIN_SESSION_AR_THREADS=%s: expected a multiple of 32 from 32 to %d", env,
+                   PURLIN_MEGAKERNEL_THREADS);
+  *threads = (int)v;
+  return purlinSuccess;
+}
+
 static purlinResult_t sessionMake(purlinComm_t comm) {
   purlinSession_t* s = &comm->session;
   if (s->made) return purlinSuccess;
+  int spread = 0;
+  PURLIN_CHECK(sessionSpreadThreads(&spread));
   purlinResult_t res = purlinSuccess;
   const purlinPlanFacts_t* f = &comm->planFacts;
   s->atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
@@ -51,6 +75,7 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   s->facts.executorCtas = s->ctas;
   s->facts.executorThreads = PURLIN_MEGAKERNEL_THREADS;
   s->facts.executorSmemBytes = purlinMegakernelSmemBytes(s->atom);
+  s->facts.executorSpreadThreads = spread;
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   PURLIN_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   PURLIN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), res, fail);

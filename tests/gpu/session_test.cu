@@ -16,12 +16,14 @@
  *            within timeout + 100 ms; a new communicator then works.
  *   mismatch ranks that enqueue different sizes report purlinInvalidUsage,
  *            no hang.
+ *   spread   PURLIN_SESSION_AR_THREADS: a bad value refused at begin; 32,
+ *            128 and 512 give exact sums (one CTA to several).
  *   group    calls of one purlinGroupStart/End on two streams per rank:
  *            work on both streams after the group sees every output.
  *   device   eager, session, device enqueue (purlinDevEnqueue from a
  *            producer kernel, purlinDevWait/WaitAll in a consumer kernel)
  *            and eager again in one program, direct and in a graph.
- * PURLIN_TEST_CASES="bits8 bits1 bits2 group device graph idle silent mismatch"
+ * PURLIN_TEST_CASES="bits8 bits1 bits2 group device graph idle silent mismatch spread"
  * selects cases; PURLIN_TEST_SIZES="a,b" the sizes of bits.
  * Without a GPU it prints one SKIPPED line and exits 0. A watchdog alarm
  * turns a hang into a failure.
@@ -966,6 +968,64 @@ static void fitCase(void) {
          refused && ok ? "ok  " : "FAIL", n, most + 1, n, most, calls);
 }
 
+/* PURLIN_SESSION_AR_THREADS: a bad value is refused at begin, with its
+ * name; every good one (one CTA up to that many packets, then more CTAs)
+ * gives exact sums, from one packet to several CTAs' worth. */
+static void spreadCase(void) {
+  const int n = 8;
+  bool ok = true;
+  setenv("PURLIN_SESSION_AR_THREADS", "33", 1);
+  {
+    World w = makeWorld(n, 8, 10000);
+    const purlinResult_t b = purlinSessionBegin(w.comms[0], w.streams[0]);
+    const bool refused = b == purlinInvalidArgument &&
+                         strstr(purlinGetLastError(w.comms[0]), "PURLIN_SESSION_AR_THREADS") != NULL;
+    EXPECT(refused, "PURLIN_SESSION_AR_THREADS=33: %s, %s", purlinGetErrorName(b),
+           purlinGetLastError(w.comms[0]));
+    ok = ok && refused;
+    destroyWorld(&w);
+  }
+  const char* values[] = {"32", "128", "512"};
+  const size_t counts[] = {2, 514, 1024, 2048, 4096, 8192};
+  const size_t most = 8192;
+  for (const char* v : values) {
+    setenv("PURLIN_SESSION_AR_THREADS", v, 1);
+    World w = makeWorld(n, 8, 10000);
+    std::vector<float*> x(n);
+    for (int r = 0; r < n; ++r) x[r] = deviceFloats(most, (float)(r + 1));
+    float* y = deviceFloats((size_t)n * most * 6, 0.0f);
+    for (int r = 0; r < n; ++r) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
+    for (int k = 0; k < 6; ++k)
+      for (int r = 0; r < n; ++r)
+        GPU_PURLIN_OK(purlinAllReduce(x[r], y + ((size_t)k * n + r) * most, counts[k],
+                                      purlinFloat32, purlinSum, w.comms[r], w.streams[r]));
+    endAll(w);
+    for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
+    std::vector<float> h((size_t)n * most * 6);
+    GPU_CUDA_OK(cudaMemcpy(h.data(), y, h.size() * 4, cudaMemcpyDeviceToHost));
+    long wrong = 0;
+    for (int k = 0; k < 6; ++k)
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < most; ++i) {
+          const float want = i < counts[k] ? (float)(n * (n + 1) / 2) : 0.0f;
+          wrong += h[((size_t)k * n + r) * most + i] != want;
+        }
+    for (int r = 0; r < n; ++r) {
+      purlinResult_t a = purlinSuccess;
+      GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
+      if (a != purlinSuccess) ++wrong;
+    }
+    EXPECT(wrong == 0, "PURLIN_SESSION_AR_THREADS=%s: %ld wrong values or errors", v, wrong);
+    ok = ok && wrong == 0;
+    destroyWorld(&w);
+    for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaFree(x[r]));
+    GPU_CUDA_OK(cudaFree(y));
+  }
+  unsetenv("PURLIN_SESSION_AR_THREADS");
+  printf("%s spread: PURLIN_SESSION_AR_THREADS 33 refused; 32, 128, 512 exact\n",
+         ok ? "ok  " : "FAIL");
+}
+
 int main(void) {
   /* Before CUDA starts: 8 ranks driven by one thread use 16 streams (each
    * rank's, and its megakernel's), more than CUDA's default 8 hardware
@@ -1009,6 +1069,7 @@ int main(void) {
   if (want("silent")) silentCase();
   if (want("mismatch")) mismatchCase();
   if (want("fit")) fitCase();
+  if (want("spread")) spreadCase();
   printf("session_test: %s (%d failures)\n", failures == 0 ? "passed" : "FAILED", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -263,6 +263,29 @@ int main(void) {
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, 2);
   CHECK_EQ_INT(c.threads, 512);
+  /* A session's spread (executorSpreadThreads 256): one CTA up to 256
+   * packets, then even CTAs of at least 256 threads. */
+  F.executorSpreadThreads = 256;
+  {
+    const struct { uint64_t bytes; int ctas, threads; } want[] = {
+        {8, 1, 32},       {2048, 1, 256},   {2056, 2, 256},   {4096, 2, 256},
+        {8192, 4, 256},   {16384, 8, 256},  {32768, 8, 512},  {65536, 8, 512},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
+      S.maxBlockBytes = want[i].bytes;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.ctas, want[i].ctas);
+      CHECK_EQ_INT(c.threads, want[i].threads);
+      CHECK_EQ_INT(c.smallAllReduce, 1);
+    }
+  }
+  /* More than the CTA: the CTA's width. */
+  F.executorSpreadThreads = 1024;
+  S.maxBlockBytes = 4096;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 1);
+  CHECK_EQ_INT(c.threads, 512);
+  F.executorSpreadThreads = 0;
   /* Up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread: still the
    * small routine (256 KiB on 8 x 512 threads is 8 each), not past. */
   S.maxBlockBytes = 256 << 10;
