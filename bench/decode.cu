@@ -173,16 +173,21 @@ static void recordRank(Step* S, int r, Mode m) {
   if (session) GPU_PURLIN_OK(purlinSessionEnd(k.comm, s));
 }
 
-/* Median replay time of mode m's step, in microseconds. */
-static double stepUs(Step* S, Mode m) {
+/* Mode m's step, every rank's part forked from S->main, as one graph. */
+static cudaGraphExec_t captureStep(Step* S, Mode m) {
   std::vector<cudaStream_t> streams(S->n);
   std::vector<cudaEvent_t> join(S->n);
   for (int r = 0; r < S->n; ++r) {
     streams[r] = S->R[r].stream;
     join[r] = S->R[r].join;
   }
-  cudaGraphExec_t x = benchCaptureForked(S->main, S->fork, S->n, streams.data(), join.data(),
-                                         [&](int r, cudaStream_t) { recordRank(S, r, m); });
+  return benchCaptureForked(S->main, S->fork, S->n, streams.data(), join.data(),
+                            [&](int r, cudaStream_t) { recordRank(S, r, m); });
+}
+
+/* Median replay time of mode m's step, in microseconds. */
+static double stepUs(Step* S, Mode m) {
+  cudaGraphExec_t x = captureStep(S, m);
   const double us = benchGraphMedianUs(x, S->main, kReplays);
   GPU_CUDA_OK(cudaGraphExecDestroy(x));
   return us;
@@ -222,14 +227,7 @@ static void traceFused(Step* S) {
     GPU_CUDA_OK(cudaMalloc(&S->R[r].stamps, sizeof(unsigned long long) * kStamps * L));
     GPU_CUDA_OK(cudaMemset(S->R[r].stamps, 0, sizeof(unsigned long long) * kStamps * L));
   }
-  std::vector<cudaStream_t> streams(S->n);
-  std::vector<cudaEvent_t> join(S->n);
-  for (int r = 0; r < S->n; ++r) {
-    streams[r] = S->R[r].stream;
-    join[r] = S->R[r].join;
-  }
-  cudaGraphExec_t x = benchCaptureForked(S->main, S->fork, S->n, streams.data(), join.data(),
-                                         [&](int r, cudaStream_t) { recordRank(S, r, kFused); });
+  cudaGraphExec_t x = captureStep(S, kFused);
   GPU_CUDA_OK(cudaGraphLaunch(x, S->main)); /* warm */
   GPU_CUDA_OK(cudaStreamSynchronize(S->main));
   const uint64_t on = 1, off = 0;
