@@ -119,7 +119,9 @@ static void usage(FILE* f) {
           "  --iters N        timed graph replays per cell, median reported (default 20)\n"
           "  --quick          smoke-test sweep: 8 B up to 1 MiB, x4 steps, 5 replays\n"
           "  --no-session     leave out the session columns (auto group in a captured\n"
-          "                   session, each call waited for and grouped)\n");
+          "                   session, each call waited for and grouped)\n"
+          "  --latency-buffer B  config.latencyBufferBytes of every group (default the\n"
+          "                   library's): how large a block the latency path holds\n");
 }
 
 static const BenchSpelling kDtypeSpellings[] = {
@@ -132,6 +134,7 @@ static const BenchSpelling kDtypeSpellings[] = {
 /* The options only this benchmark takes. */
 struct OwnOptions {
   bool noSession;
+  size_t latencyBufferBytes; /* 0: the config's default */
 };
 static OwnOptions ownOptions;
 
@@ -143,6 +146,11 @@ static int ownOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
     ((OwnOptions*)ctx)->noSession = true;
     return kBenchOptFlag;
   }
+  if (strcmp(a, "--latency-buffer") == 0)
+    return v != NULL && benchParseBytes(v, &((OwnOptions*)ctx)->latencyBufferBytes) &&
+                   ((OwnOptions*)ctx)->latencyBufferBytes > 0
+               ? kBenchOptOk
+               : kBenchOptBad;
   if (strcmp(a, "--quick") != 0) return kBenchOptUnknown;
   if (!(o->given & kBenchGivenMaxBytes)) o->maxBytes = (size_t)1 << 20;
   if (!(o->given & kBenchGivenStepFactor)) o->stepFactor = 4;
@@ -848,6 +856,7 @@ int main(int argc, char** argv) {
     if (B->opt.colls[c]) benchPlanSweep(R, &B->opt, c, &shapes[c]);
 
   purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
+  if (ownOptions.latencyBufferBytes > 0) config.latencyBufferBytes = ownOptions.latencyBufferBytes;
   B->megakernelCtas = config.megakernelCtas;
   for (int p = 0; p < kPaths; ++p) {
     config.path = kPathConfig[p];
@@ -876,7 +885,9 @@ int main(int argc, char** argv) {
       kBenchOpName[B->opt.op], B->opt.minBytes, B->opt.maxBytes, B->opt.stepFactor, B->opt.iters);
   printf("# placement:");
   for (int r = 0; r < R->n; ++r) printf(" %d", R->devices[r]);
-  printf("; three groups: auto (tuned), latency path forced, throughput path forced\n");
+  printf("; three groups: auto (tuned), latency path forced, throughput path forced; "
+         "latencyBufferBytes %zu per half\n",
+         config.latencyBufferBytes);
 
   /* Before any capture: the first session of a communicator allocates. */
   int sessionFailures = B->sessions == kSessionsOn ? startSessions(B) : 0;

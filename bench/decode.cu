@@ -21,7 +21,7 @@
  * their ratios to eager. Every layer's AllReduce output is checked exactly
  * after the timed replays, in every mode.
  *
- *   decode [ranks] [layers] [megakernelCtas]
+ *   decode [ranks] [layers] [megakernelCtas] [weight MiB per rank]
  */
 #include <algorithm>
 #include <stdio.h>
@@ -37,9 +37,12 @@
 
 enum { kReplays = 20, kComputeThreads = 512 };
 
-/* The weight shard each compute kernel streams, per rank: ~8 MiB over a
- * dozen SMs is ~20 us on an H200. */
-static const size_t kWeightBytes = (size_t)8 << 20;
+/* The weight shard each compute kernel streams, per rank, by default:
+ * ~8 MiB over a dozen SMs is ~20 us on an H200, and 8 ranks' shards
+ * (64 MiB) do not fit its 50 MB L2, as a real layer's weights do not. The
+ * fourth argument changes it (a shard set that fits L2 shows what the
+ * misses cost the collectives). */
+static const int kWeightMiBDefault = 8;
 
 /* Dynamic shared memory a compute CTA asks for, so that it never shares an
  * SM with a megakernel CTA (which holds most of its SM's shared memory):
@@ -148,6 +151,7 @@ struct Rank {
 struct Step {
   int n, layers, grid;
   size_t elems;
+  size_t weightBytes;
   std::vector<Rank> R;
   cudaStream_t main;
   cudaEvent_t fork;
@@ -163,7 +167,7 @@ static void recordRank(Step* S, int r, Mode m) {
   for (int l = 0; l < S->layers; ++l) {
     const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
     computeKernel<<<S->grid, kComputeThreads, kComputeSmem, s>>>(
-        k.w, kWeightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
+        k.w, S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
         k.coll[l], k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
     GPU_CUDA_OK(cudaGetLastError());
     if (m == kEager || m == kNode)
@@ -323,10 +327,15 @@ int main(int argc, char** argv) {
   S.n = argc > 1 ? atoi(argv[1]) : 8;
   S.layers = argc > 2 ? atoi(argv[2]) : 8;
   const int mk = argc > 3 ? atoi(argv[3]) : 2;
-  if (S.n < 1 || S.n > 16 || S.layers < 1 || S.layers > 64 || mk < 1 || mk > 32) {
-    fprintf(stderr, "usage: decode [ranks 1..16] [layers 1..64] [megakernelCtas 1..32]\n");
+  const int weightMiB = argc > 4 ? atoi(argv[4]) : kWeightMiBDefault;
+  if (S.n < 1 || S.n > 16 || S.layers < 1 || S.layers > 64 || mk < 1 || mk > 32 ||
+      weightMiB < 1 || weightMiB > 64) {
+    fprintf(stderr,
+            "usage: decode [ranks 1..16] [layers 1..64] [megakernelCtas 1..32] "
+            "[weight MiB per rank 1..64]\n");
     return 2;
   }
+  S.weightBytes = (size_t)weightMiB << 20;
   int major = 0, minor = 0, sms = 0;
   GPU_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   GPU_CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
@@ -345,7 +354,7 @@ int main(int argc, char** argv) {
          "kernel of %d CTAs x %d threads streaming %zu MiB per rank plus an AllReduce (bf16 "
          "sum); megakernelCtas %d (%d SMs reserved, %.1f%% of the GPU); median of %d "
          "replays\n",
-         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, kWeightBytes >> 20,
+         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20,
          cfg.megakernelCtas, reserved, 100.0 * reserved / sms, kReplays);
   GPU_CUDA_OK(cudaFuncSetAttribute(computeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kComputeSmem));
@@ -363,8 +372,8 @@ int main(int argc, char** argv) {
     k.comm = comms[r];
     GPU_CUDA_OK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
     GPU_CUDA_OK(cudaEventCreateWithFlags(&k.join, cudaEventDisableTiming));
-    GPU_CUDA_OK(cudaMalloc(&k.w, kWeightBytes));
-    GPU_CUDA_OK(cudaMemset(k.w, r + 1, kWeightBytes));
+    GPU_CUDA_OK(cudaMalloc(&k.w, S.weightBytes));
+    GPU_CUDA_OK(cudaMemset(k.w, r + 1, S.weightBytes));
     GPU_CUDA_OK(cudaMalloc(&k.finished, sizeof(unsigned int)));
     GPU_CUDA_OK(cudaMemset(k.finished, 0, sizeof(unsigned int)));
     GPU_CUDA_OK(cudaMalloc(&k.sink, sizeof(int)));

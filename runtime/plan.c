@@ -104,8 +104,8 @@ static int latencyMaxCtas(const purlinPlanFacts_t* f) {
  * to a second CTA and gathering its finish: ~0.5 us, bench/collectives at
  * 8 KiB against 4 KiB); but one SM's 512 threads polling 8 peers' packets
  * took 2.4 us more than 256 threads did (4 KiB against 2 KiB, 8 ranks on
- * an H200), so spreading beyond 256 may pay (PURLIN_SESSION_AR_THREADS,
- * runtime/session.c; its default keeps one CTA up to 512). */
+ * an H200), and spreading at 128 a CTA measured fastest (runtime/session.c,
+ * PURLIN_SESSION_AR_THREADS_DEFAULT). */
 static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
                               uint64_t packets) {
   if (f->executorCtas == 0) return latencyThreads(s->coll, s->maxBlockBytes, latencyMaxCtas(f));

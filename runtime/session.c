@@ -35,12 +35,16 @@ static purlinResult_t sessionFail(purlinComm_t comm, purlinResult_t r) {
  * capture, so the thread's capture mode is relaxed around it (what
  * PyTorch's caching allocator does). */
 /* The threads per CTA a session's small AllReduce takes before it spreads
- * onto more megakernel CTAs (runtime/plan.c): by default the whole CTA,
- * what the GPU runs measured; 256 is the candidate of plan.c's note, not
- * yet measured in a session.
- * PURLIN_SESSION_AR_THREADS, whole warps up to the megakernel's CTA. It
- * decides the call's shape, so every rank must see the same value. */
-#define PURLIN_SESSION_AR_THREADS_DEFAULT PURLIN_MEGAKERNEL_THREADS
+ * onto more megakernel CTAs (runtime/plan.c). 128, measured on an H200
+ * (bench/session_latency 8 8, 8 ranks, megakernelCtas 8, sess+wait):
+ * 4 KiB 8.41 us on one CTA of 512 threads against 5.72 on four of 128,
+ * 8 KiB 8.86 against 5.76, 16 KiB 8.93 against 6.51; 256 sat between
+ * (6.28, 6.40, 6.53), and 64 and 32 were no faster at 2-16 KiB but slower
+ * at 1 KiB and 512 B, spreading onto a second CTA sooner (bench/results/
+ * 2026-12-03-h200-issue14/spread). PURLIN_SESSION_AR_THREADS, whole warps
+ * up to the megakernel's CTA, overrides it. It decides the call's shape,
+ * so every rank must see the same value. */
+#define PURLIN_SESSION_AR_THREADS_DEFAULT 128
 
 static purlinResult_t sessionSpreadThreads(int* threads) {
   *threads = PURLIN_SESSION_AR_THREADS_DEFAULT;

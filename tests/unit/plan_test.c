@@ -279,6 +279,22 @@ int main(void) {
       CHECK_EQ_INT(c.smallAllReduce, 1);
     }
   }
+  /* The session's default (128): 1 KiB on one CTA, 2-8 KiB on 2-8 CTAs of
+   * 128, then wider CTAs on all 8. */
+  F.executorSpreadThreads = 128;
+  {
+    const struct { uint64_t bytes; int ctas, threads; } want[] = {
+        {8, 1, 32},      {1024, 1, 128},  {2048, 2, 128},  {4096, 4, 128},
+        {8192, 8, 128},  {16384, 8, 256}, {32768, 8, 512},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
+      S.maxBlockBytes = want[i].bytes;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.ctas, want[i].ctas);
+      CHECK_EQ_INT(c.threads, want[i].threads);
+      CHECK_EQ_INT(c.smallAllReduce, 1);
+    }
+  }
   /* More than the CTA: the CTA's width. */
   F.executorSpreadThreads = 1024;
   S.maxBlockBytes = 4096;
