@@ -12,15 +12,22 @@
 #include "snac/latency.h"
 #include "snac/throughput.h"
 
-/* Blocks up to this size take the latency path (when the latency buffer
+/* Blocks up to these sizes take the latency path (when the latency buffer
  * holds them). bench/collectives, bench/results/2026-11-30-h200-m3: the
  * latency path beat the throughput path for every collective at every size
- * it could hold with the default 2 MiB latency buffer (blocks up to 128
- * KiB): AllGather 512 KiB (64 KiB blocks) 20.8 us against 36.3, AllReduce
- * 64 KiB 19.6 us against 33.9. Packets double the bytes moved, so a larger
- * latency buffer does not make the path win at any size: blocks above 256
- * KiB take the throughput path. */
+ * the 2 MiB buffer of then held (blocks up to 128 KiB - 8 at 8 ranks):
+ * AllGather 512 KiB (64 KiB blocks) 20.8 us against 36.3, AllReduce 64 KiB
+ * 19.6 us against 33.9. With a 64 MiB buffer, 8 ranks on one H200
+ * (bench/results/2026-12-03-h200-issue14/spread/latency_buffer_64M.txt,
+ * latency against throughput): AllReduce 128 KiB 23.0 us against 37.6,
+ * 256 KiB 35.0 against 47.8, 512 KiB 67.5 against 58.1 -- one-shot, it
+ * wins up to 256 KiB; AllGather 128 KiB blocks 27.0 against 38.9, 256 KiB
+ * blocks 43.6 against 40.0; ReduceScatter 128 KiB blocks 31.8 against
+ * 36.5, 256 KiB blocks 58.1 against 37.4 -- they win up to the 1 MiB of
+ * blocks per rank that the old buffer held (up to 256 KiB blocks at 2 and
+ * 4 ranks, as measured on 2 x H200), and no further. */
 #define PLAN_LATENCY_LIMIT ((uint64_t)256 << 10)
+#define PLAN_LATENCY_RANK_BYTES ((uint64_t)1 << 20)
 
 /* Latency path, AllReduce (bench/ll_latency): CTAs of 64 and 128 threads
  * tie up to 16 KiB and beat 256 (11.7 against 12.0 us at 8 KiB); past a
@@ -59,9 +66,9 @@ int purlinPlanRanksOnDevice(const int* devices, int nranks) {
 }
 
 uint64_t purlinPlanLatencyLimit(purlinCollective_t coll, int nranks) {
-  (void)coll;
-  (void)nranks;
-  return PLAN_LATENCY_LIMIT;
+  if (coll == purlinCollAllReduce || nranks < 1) return PLAN_LATENCY_LIMIT;
+  const uint64_t perRank = PLAN_LATENCY_RANK_BYTES / (uint64_t)nranks;
+  return perRank < PLAN_LATENCY_LIMIT ? perRank : PLAN_LATENCY_LIMIT;
 }
 
 static int clampInt(uint64_t v, int lo, int hi) {

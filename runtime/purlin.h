@@ -164,7 +164,7 @@ typedef struct purlinConfig_t {
     sizeof(purlinConfig_t), PURLIN_CONFIG_MAGIC, PURLIN_CONFIG_VERSION,      \
         8,                 /* megakernelCtas */                              \
         10000,             /* timeoutMs */                                   \
-        (size_t)2 << 20,   /* latencyBufferBytes: 2 MiB per half */          \
+        (size_t)4160 << 10, /* latencyBufferBytes: 4 MiB + 64 KiB per half */\
         (size_t)256 << 20, /* throughputBufferBytes: 256 MiB per half */     \
         0,                 /* path: purlinPathAuto */                        \
         0,                 /* collectiveCtas: tuned */                       \
@@ -798,6 +798,7 @@ typedef struct purlinDevCommHandle_t {
   unsigned long long latencyLimit; /* largest block the device sends on the latency path */
   int direct;                      /* peers read this rank's buffers by address */
   int nranks;
+  unsigned long long latencyLimitAllReduce; /* the same for AllReduce (one-shot: larger) */
 } purlinDevCommHandle_t;
 
 /*

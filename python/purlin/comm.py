@@ -33,7 +33,7 @@ class Config:
 
     megakernel_ctas: int = 8
     timeout_ms: int = 10000
-    latency_buffer_bytes: int = 2 << 20
+    latency_buffer_bytes: int = 4160 << 10
     throughput_buffer_bytes: int = 256 << 20
     path: int = PATH_AUTO
     collective_ctas: int = 0

@@ -4,7 +4,8 @@
  * descriptor (snac/descriptor.h) built here, on the device, with the plan's
  * rules for a resident executor -- the team is the executor -- and run by
  * the same team routines as an eager kernel and the megakernel:
- *   - path: a block up to the handle's latencyLimit takes the latency path
+ *   - path: a block up to the handle's latencyLimit (latencyLimitAllReduce
+ *     for an AllReduce) takes the latency path
  *     (the host plan's rule; the V forms, whose sizes only the device knows,
  *     take the throughput path, as host calls with device counts do);
  *   - the latency path's AllReduce takes the small routine (up to
@@ -134,7 +135,9 @@ static __device__ __noinline__ bool devCollRun(const purlinDevCommHandle_t comm,
   d.windowBytes = 0;
   /* Every block of a uniform form has `count` elements (AllReduce: the
    * whole buffer); the product cannot wrap below the limit. */
-  const bool latency = !isV && count <= comm.latencyLimit / (eb == 0 ? 1 : eb);
+  const unsigned long long limit =
+      coll == purlinCollAllReduce ? comm.latencyLimitAllReduce : comm.latencyLimit;
+  const bool latency = !isV && count <= limit / (eb == 0 ? 1 : eb);
   uint64_t epoch;
   if (latency) {
     d.path = (uint8_t)purlinPathLatency;

@@ -114,11 +114,12 @@ int main(void) {
   purlinHeapLayout_t l;
   CHECK_EQ_INT(purlinHeapLayoutCompute(&def, (size_t)2 << 20, &l), purlinSuccess);
   CHECK_EQ_INT(l.latencyOffset, PURLIN_HEAP_CONTROL_BYTES);
-  CHECK_EQ_INT(l.latencyBytes, (uint64_t)2 << 20);
-  CHECK_EQ_INT(l.throughputOffset, PURLIN_HEAP_CONTROL_BYTES + ((uint64_t)4 << 20));
+  CHECK_EQ_INT(l.latencyBytes, (uint64_t)4160 << 10);
+  CHECK_EQ_INT(l.throughputOffset, PURLIN_HEAP_CONTROL_BYTES + ((uint64_t)8320 << 10));
   CHECK_EQ_INT(l.throughputBytes, (uint64_t)256 << 20);
-  CHECK_EQ_INT(l.dataBytes, PURLIN_HEAP_CONTROL_BYTES + ((uint64_t)516 << 20));
-  CHECK_EQ_INT(l.heapBytes, (uint64_t)518 << 20);
+  CHECK_EQ_INT(l.dataBytes,
+               PURLIN_HEAP_CONTROL_BYTES + ((uint64_t)8320 << 10) + ((uint64_t)512 << 20));
+  CHECK_EQ_INT(l.heapBytes, (uint64_t)522 << 20);
   CHECK_EQ_INT(l.heapBytes % ((uint64_t)2 << 20), 0);
   CHECK(l.heapBytes >= l.dataBytes);
   c = def;

@@ -48,7 +48,13 @@ int main(void) {
   for (int coll = 0; coll < purlinNumCollectives; ++coll) {
     /* The latency limit: at it the latency path, past it throughput. */
     uint64_t lim = purlinPlanLatencyLimit((purlinCollective_t)coll, 8);
-    CHECK_EQ_INT(lim, (uint64_t)256 << 10);
+    /* AllReduce (one-shot) up to 256 KiB; the others up to 1 MiB of
+     * blocks a rank, at most 256 KiB a block. */
+    CHECK_EQ_INT(lim, coll == purlinCollAllReduce ? (uint64_t)256 << 10 : (uint64_t)128 << 10);
+    CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 2), (uint64_t)256 << 10);
+    CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 4), (uint64_t)256 << 10);
+    CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 16),
+                 coll == purlinCollAllReduce ? (uint64_t)256 << 10 : (uint64_t)64 << 10);
     shape((purlinCollective_t)coll, lim, 8 * lim);
     CHECK_EQ_INT(plan(&c), purlinSuccess);
     CHECK_EQ_INT(c.path, purlinPathLatency);
@@ -154,7 +160,10 @@ int main(void) {
     CHECK_EQ_INT(c.smallAllReduce, 0);
     shape(purlinCollAllGather, b, 8 * b);
     CHECK_EQ_INT(plan(&c), purlinSuccess);
-    CHECK_EQ_INT(c.threads, PURLIN_LATENCY_THREADS);
+    CHECK_EQ_INT(c.path, b <= purlinPlanLatencyLimit(purlinCollAllGather, 8)
+                             ? purlinPathLatency
+                             : purlinPathThroughput);
+    if (c.path == purlinPathLatency) CHECK_EQ_INT(c.threads, PURLIN_LATENCY_THREADS);
     CHECK_EQ_INT(c.smallAllReduce, 0);
   }
   /* 32 ranks, 1 byte: still a thread per rank's header. */
