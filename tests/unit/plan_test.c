@@ -43,6 +43,23 @@ static void shape(purlinCollective_t coll, uint64_t block, uint64_t out) {
 
 static purlinResult_t plan(purlinPlan_t* p) { return purlinPlanMake(&S, &F, p); }
 
+/* A resident small AllReduce of `bytes`: the CTAs and threads it takes. */
+typedef struct {
+  uint64_t bytes;
+  int ctas, threads;
+} SpreadShape;
+
+static void checkSpread(const SpreadShape* want, size_t n) {
+  purlinPlan_t c;
+  for (size_t i = 0; i < n; ++i) {
+    S.maxBlockBytes = want[i].bytes;
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.ctas, want[i].ctas);
+    CHECK_EQ_INT(c.threads, want[i].threads);
+    CHECK_EQ_INT(c.smallAllReduce, 1);
+  }
+}
+
 int main(void) {
   purlinPlan_t c;
   for (int coll = 0; coll < purlinNumCollectives; ++coll) {
@@ -276,33 +293,21 @@ int main(void) {
    * packets, then even CTAs of at least 256 threads. */
   F.executorSpreadThreads = 256;
   {
-    const struct { uint64_t bytes; int ctas, threads; } want[] = {
+    const SpreadShape want[] = {
         {8, 1, 32},       {2048, 1, 256},   {2056, 2, 256},   {4096, 2, 256},
         {8192, 4, 256},   {16384, 8, 256},  {32768, 8, 512},  {65536, 8, 512},
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
-      S.maxBlockBytes = want[i].bytes;
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.ctas, want[i].ctas);
-      CHECK_EQ_INT(c.threads, want[i].threads);
-      CHECK_EQ_INT(c.smallAllReduce, 1);
-    }
+    checkSpread(want, sizeof want / sizeof want[0]);
   }
   /* The session's default (128): 1 KiB on one CTA, 2-8 KiB on 2-8 CTAs of
    * 128, then wider CTAs on all 8. */
   F.executorSpreadThreads = 128;
   {
-    const struct { uint64_t bytes; int ctas, threads; } want[] = {
+    const SpreadShape want[] = {
         {8, 1, 32},      {1024, 1, 128},  {2048, 2, 128},  {4096, 4, 128},
         {8192, 8, 128},  {16384, 8, 256}, {32768, 8, 512},
     };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; ++i) {
-      S.maxBlockBytes = want[i].bytes;
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.ctas, want[i].ctas);
-      CHECK_EQ_INT(c.threads, want[i].threads);
-      CHECK_EQ_INT(c.smallAllReduce, 1);
-    }
+    checkSpread(want, sizeof want / sizeof want[0]);
   }
   /* More than the CTA: the CTA's width. */
   F.executorSpreadThreads = 1024;
