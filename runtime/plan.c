@@ -130,6 +130,20 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
   return per < 32 ? 32 : (int)per;
 }
 
+/* The latency limit of a call on a resident executor: the eager limit
+ * scaled by the executor's CTAs over an eager call's most, since both
+ * paths' crossover moves with the CTAs pushing packets. Measured, 8 ranks
+ * on one H200, megakernelCtas 8 against an eager call's 16 CTAs
+ * (bench/results/2026-12-03-h200-issue14/spread/coll_lbuf_default.txt):
+ * a session's AllReduce of 256 KiB took 40.3 us on the latency path
+ * against 34.8 on the throughput path, AllGather of 1 MiB (128 KiB blocks)
+ * 32.2 against 28.6, where the eager calls' latency path still won. */
+static uint64_t residentLatencyLimit(uint64_t limit, const purlinPlanFacts_t* f) {
+  const int eager = latencyMaxCtas(f);
+  if (f->executorCtas >= eager) return limit;
+  return limit / (uint64_t)eager * (uint64_t)f->executorCtas;
+}
+
 static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, purlinPlan_t* p) {
   const int resident = f->executorCtas > 0;
   const int maxCtas = resident ? f->executorCtas : latencyMaxCtas(f);
@@ -208,9 +222,9 @@ purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_
   } else if (f->forcedPath == purlinPathThroughput) {
     p->path = purlinPathThroughput;
   } else {
-    p->path = fits && s->maxBlockBytes <= purlinPlanLatencyLimit(s->coll, s->nranks)
-                  ? purlinPathLatency
-                  : purlinPathThroughput;
+    uint64_t limit = purlinPlanLatencyLimit(s->coll, s->nranks);
+    if (resident) limit = residentLatencyLimit(limit, f);
+    p->path = fits && s->maxBlockBytes <= limit ? purlinPathLatency : purlinPathThroughput;
   }
   if (p->path == purlinPathThroughput && resident)
     PURLIN_RETURN_IF(f->executorThreads > PURLIN_THROUGHPUT_THREADS, purlinInvalidUsage,

@@ -172,12 +172,14 @@ static void initRanks(Ranks* R, int n, int timeoutMs) {
   config.timeoutMs = timeoutMs;
   int devices[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   R->n = n;
-  R->cap = 2 << 20;
   GPU_PURLIN_OK(purlinCommInitAllConfig(R->comms, n, devices, &config));
   for (int r = 0; r < n; ++r) {
     purlinHeapLayout_t layout;
     GPU_PURLIN_OK(purlinCommDeviceContext(R->comms[r], &R->dc[r], &layout));
     R->latencyBytes = layout.latencyBytes;
+    /* Room for the largest block the latency buffer holds (one rank: half
+     * of it), and at least 2 MiB. */
+    R->cap = std::max<size_t>((size_t)2 << 20, (size_t)layout.latencyBytes);
     GPU_CUDA_OK(cudaStreamCreateWithFlags(&R->streams[r], cudaStreamNonBlocking));
     GPU_CUDA_OK(cudaMalloc((void**)&R->send[r], R->cap));
     GPU_CUDA_OK(cudaMalloc((void**)&R->recv[r], R->cap));

@@ -316,8 +316,27 @@ int main(void) {
   CHECK_EQ_INT(c.ctas, 1);
   CHECK_EQ_INT(c.threads, 512);
   F.executorSpreadThreads = 0;
+  /* A resident executor's latency limit: the eager one scaled by its CTAs
+   * over an eager call's most (here 1 rank on the GPU: 32), so 8 CTAs take
+   * AllReduce to 64 KiB on the latency path, then the throughput path. */
+  S.maxBlockBytes = 64 << 10;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  S.maxBlockBytes = (64 << 10) + 8;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  /* 8 ranks on the GPU (eager: 16 CTAs each): 128 KiB. */
+  F.ranksOnDevice = 8;
+  S.maxBlockBytes = 128 << 10;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  S.maxBlockBytes = (128 << 10) + 8;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  F.ranksOnDevice = 1;
   /* Up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread: still the
    * small routine (256 KiB on 8 x 512 threads is 8 each), not past. */
+  F.forcedPath = purlinPathLatency;
   S.maxBlockBytes = 256 << 10;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, 8);
@@ -326,6 +345,7 @@ int main(void) {
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, 4);
   CHECK_EQ_INT(c.smallAllReduce, 0);
+  F.forcedPath = purlinPathAuto;
   F.executorCtas = 8;
   F.executorThreads = 1024;
   S.maxBlockBytes = (uint64_t)1 << 30;
