@@ -886,7 +886,7 @@ int main(int argc, char** argv) {
   printf("# placement:");
   for (int r = 0; r < R->n; ++r) printf(" %d", R->devices[r]);
   printf("; three groups: auto (tuned), latency path forced, throughput path forced; "
-         "latencyBufferBytes %zu per half\n",
+         "latencyBufferBytes %zu per half (asked; rounded up to 64 KiB)\n",
          config.latencyBufferBytes);
 
   /* Before any capture: the first session of a communicator allocates. */

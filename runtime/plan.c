@@ -15,7 +15,8 @@
 /* Blocks up to these sizes take the latency path (when the latency buffer
  * holds them). bench/collectives, bench/results/2026-11-30-h200-m3: the
  * latency path beat the throughput path for every collective at every size
- * the 2 MiB buffer of then held (blocks up to 128 KiB - 8 at 8 ranks):
+ * that the default buffer of the time (2 MiB) held, blocks up to 128 KiB - 8
+ * at 8 ranks:
  * AllGather 512 KiB (64 KiB blocks) 20.8 us against 36.3, AllReduce 64 KiB
  * 19.6 us against 33.9. With a 64 MiB buffer, 8 ranks on one H200
  * (bench/results/2026-12-03-h200-issue14/spread/latency_buffer_64M.txt,
@@ -141,7 +142,7 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
 static uint64_t residentLatencyLimit(uint64_t limit, const purlinPlanFacts_t* f) {
   const int eager = latencyMaxCtas(f);
   if (f->executorCtas >= eager) return limit;
-  return limit / (uint64_t)eager * (uint64_t)f->executorCtas;
+  return limit * (uint64_t)f->executorCtas / (uint64_t)eager;
 }
 
 static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, purlinPlan_t* p) {

@@ -73,7 +73,10 @@ typedef struct purlinPlan_t {
 int purlinPlanRanksOnDevice(const int* devices, int nranks);
 
 /* Largest block that the tuned plan sends on the latency path (when it fits
- * the latency buffer). */
+ * the latency buffer) in an eager call of `coll` on `nranks` ranks: one
+ * limit for AllReduce, one for the other collectives. purlinPlanMake
+ * scales it down for a resident executor of fewer CTAs than an eager
+ * call takes. */
 uint64_t purlinPlanLatencyLimit(purlinCollective_t coll, int nranks);
 
 /* The shape of a call of `layout` (V counts in layout->counts as the host

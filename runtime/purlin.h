@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define PURLIN_VERSION_MAJOR 0
-#define PURLIN_VERSION_MINOR 1
+#define PURLIN_VERSION_MINOR 2
 #define PURLIN_VERSION_PATCH 0
 /* One integer that orders versions: major * 10000 + minor * 100 + patch. */
 #define PURLIN_VERSION_CODE \

@@ -28,7 +28,7 @@ from .errors import (NUM_RESULTS, AbortedError, Error, InProgressError, Internal
                      NoDeviceError, OutOfMemoryError, RemoteError, Result, SystemCallError,
                      UnhandledCudaError, WaitTimeoutError)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The result codes as module constants, purlin.INVALID_ARGUMENT == 4 etc.
 SUCCESS = Result.SUCCESS

@@ -5,9 +5,11 @@
  * rules for a resident executor -- the team is the executor -- and run by
  * the same team routines as an eager kernel and the megakernel:
  *   - path: a block up to the handle's latencyLimit (latencyLimitAllReduce
- *     for an AllReduce) takes the latency path
- *     (the host plan's rule; the V forms, whose sizes only the device knows,
- *     take the throughput path, as host calls with device counts do);
+ *     for an AllReduce) takes the latency path: the host plan's limit for
+ *     an eager call, not scaled to the team's CTAs as a session's is
+ *     (runtime/plan.c, residentLatencyLimit: measured for the megakernel,
+ *     not for user teams); the V forms, whose sizes only the device knows,
+ *     take the throughput path, as host calls with device counts do;
  *   - the latency path's AllReduce takes the small routine (up to
  *     PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread) where it holds
  *     the data, on at most PURLIN_LATENCY_SMALL_AR_RANKS ranks, with 8-byte

@@ -17,7 +17,7 @@ int main(void) {
   purlinComm_t comm = NULL;
   int ok = config.size == sizeof(purlinConfig_t) && config.magic == PURLIN_CONFIG_MAGIC &&
            sizeof names / sizeof names[0] == (size_t)purlinNumResults && comm == NULL &&
-           PURLIN_VERSION_CODE == 100;
+           PURLIN_VERSION_CODE == 200;
   printf("purlin.h as C99: %s\n", ok ? "ok" : "MISMATCH");
   return ok ? 0 : 1;
 }

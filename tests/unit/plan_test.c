@@ -333,6 +333,21 @@ int main(void) {
   S.maxBlockBytes = (128 << 10) + 8;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.path, purlinPathThroughput);
+  /* The other collectives: 128 KiB blocks eager at 8 ranks, so 64 KiB. */
+  S.coll = purlinCollAllGather;
+  S.maxBlockBytes = 64 << 10;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  S.maxBlockBytes = (64 << 10) + 8;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  S.coll = purlinCollAllReduce;
+  /* As many CTAs as an eager call's (16): the eager limit, unscaled. */
+  F.executorCtas = 16;
+  S.maxBlockBytes = 256 << 10;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  F.executorCtas = 8;
   F.ranksOnDevice = 1;
   /* Up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread: still the
    * small routine (256 KiB on 8 x 512 threads is 8 each), not past. */
