@@ -28,12 +28,6 @@ static purlinResult_t sessionFail(purlinComm_t comm, purlinResult_t r) {
   return r;
 }
 
-/* The communicator's first session makes what every session uses: the
- * side stream and events, the V-count blocks, and the kernels loaded (a
- * kernel loaded lazily while a megakernel is resident would wait for it to
- * exit: DESIGN.md section 5). cudaMalloc is not allowed in a global-mode
- * capture, so the thread's capture mode is relaxed around it (what
- * PyTorch's caching allocator does). */
 /* The threads per CTA a session's small AllReduce takes before it spreads
  * onto more megakernel CTAs (runtime/plan.c). 128, measured on an H200
  * (bench/session_latency 8 8, 8 ranks, megakernelCtas 8, sess+wait):
@@ -60,6 +54,12 @@ static purlinResult_t sessionSpreadThreads(int* threads) {
   return purlinSuccess;
 }
 
+/* The communicator's first session makes what every session uses: the
+ * side stream and events, the V-count blocks, and the kernels loaded (a
+ * kernel loaded lazily while a megakernel is resident would wait for it to
+ * exit: DESIGN.md section 5). cudaMalloc is not allowed in a global-mode
+ * capture, so the thread's capture mode is relaxed around it (what
+ * PyTorch's caching allocator does). */
 static purlinResult_t sessionMake(purlinComm_t comm) {
   purlinSession_t* s = &comm->session;
   if (s->made) return purlinSuccess;

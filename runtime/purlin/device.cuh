@@ -148,8 +148,8 @@ static __device__ int purlinDevWaitAll(purlinDevQueue_t q);
  * one GPU; between processes, purlinMemAlloc buffers run in place and other
  * buffers through staging. Counts of the V forms are in device memory, as
  * many as the host call reads. The path is the host plan's for the same
- * size (handle.latencyLimit, latencyLimitAllReduce), and every reduction is deterministic (SCORE):
- * a device-side call gives the host call's bits.
+ * size (handle.latencyLimit, latencyLimitAllReduce), and every reduction
+ * is deterministic (SCORE): a device-side call gives the host call's bits.
  *
  * Ordering: a call returns when this rank's part is done and its outputs
  * are written, after a barrier of the whole team (so a call's outputs are

@@ -60,6 +60,21 @@ static void checkSpread(const SpreadShape* want, size_t n) {
   }
 }
 
+/* A call of `coll` whose block is `limit` takes the latency path; one of
+ * 8 more bytes the throughput path. Leaves S.coll as it found it. */
+static void checkLatencyEdge(purlinCollective_t coll, uint64_t limit) {
+  purlinPlan_t c;
+  const purlinCollective_t was = S.coll;
+  S.coll = coll;
+  S.maxBlockBytes = limit;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  S.maxBlockBytes = limit + 8;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  S.coll = was;
+}
+
 int main(void) {
   purlinPlan_t c;
   for (int coll = 0; coll < purlinNumCollectives; ++coll) {
@@ -319,29 +334,12 @@ int main(void) {
   /* A resident executor's latency limit: the eager one scaled by its CTAs
    * over an eager call's most (here 1 rank on the GPU: 32), so 8 CTAs take
    * AllReduce to 64 KiB on the latency path, then the throughput path. */
-  S.maxBlockBytes = 64 << 10;
-  CHECK_EQ_INT(plan(&c), purlinSuccess);
-  CHECK_EQ_INT(c.path, purlinPathLatency);
-  S.maxBlockBytes = (64 << 10) + 8;
-  CHECK_EQ_INT(plan(&c), purlinSuccess);
-  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  checkLatencyEdge(purlinCollAllReduce, 64 << 10);
   /* 8 ranks on the GPU (eager: 16 CTAs each): 128 KiB. */
   F.ranksOnDevice = 8;
-  S.maxBlockBytes = 128 << 10;
-  CHECK_EQ_INT(plan(&c), purlinSuccess);
-  CHECK_EQ_INT(c.path, purlinPathLatency);
-  S.maxBlockBytes = (128 << 10) + 8;
-  CHECK_EQ_INT(plan(&c), purlinSuccess);
-  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  checkLatencyEdge(purlinCollAllReduce, 128 << 10);
   /* The other collectives: 128 KiB blocks eager at 8 ranks, so 64 KiB. */
-  S.coll = purlinCollAllGather;
-  S.maxBlockBytes = 64 << 10;
-  CHECK_EQ_INT(plan(&c), purlinSuccess);
-  CHECK_EQ_INT(c.path, purlinPathLatency);
-  S.maxBlockBytes = (64 << 10) + 8;
-  CHECK_EQ_INT(plan(&c), purlinSuccess);
-  CHECK_EQ_INT(c.path, purlinPathThroughput);
-  S.coll = purlinCollAllReduce;
+  checkLatencyEdge(purlinCollAllGather, 64 << 10);
   /* As many CTAs as an eager call's (16): the eager limit, unscaled. */
   F.executorCtas = 16;
   S.maxBlockBytes = 256 << 10;
