@@ -52,14 +52,15 @@ __global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
 }
 
 /* The small AllReduce with the epilogue as its tail, a CTA per block of a
- * row (SnacNormBlocks, fused.cuh). */
-template <purlinDataType_t D>
-__global__ void __launch_bounds__(SNAC_NORM_LANES)
+ * row in each round (SnacNormBlocks, fused.cuh). */
+template <purlinDataType_t D, int K>
+__global__ void __launch_bounds__(SNAC_NORM_LANES, K == 1 ? 2 : 1)
     purlinFusedBlocksKernel(const __grid_constant__ FusedLatencyParams p) {
   __shared__ SnacNormSmem sm;
   const SnacTeam t = snacTeamOfLaunch();
   const purlinLatencyArgs_t& a = p.call.a;
-  SnacNormBlocks<D> tail = {&p.norm, &sm, 0, 0};
+  SnacNormBlocks<D, K> tail;
+  tail.init(t, &p.norm, &sm);
   const uint64_t epoch =
       snacLatencyAllReduceWith<D, purlinSum>(t, snacEpochFromMemory(a.devComm, t), a, tail);
   snacEpochEnd(a.devComm, t, epoch);
@@ -106,24 +107,31 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       norm->sums != norm->out || l.nranks > PURLIN_DEV_MAX_RANKS ||
       (uint64_t)ctas * PURLIN_LATENCY_THREADS < (uint64_t)l.nranks)
     return cudaErrorInvalidConfiguration;
-  /* Rows of whole 1024-element blocks, up to a block per CTA of the
-   * latency path's most: the small AllReduce with a CTA per block, whatever
+  /* Rows of whole 1024-element blocks (at most 32 a row: a warp reads a
+   * row's block sums): the small AllReduce with a CTA per block and round.
+   * Up to a block per CTA of the latency path's most, one round, whatever
    * the plan's CTA count for the AllReduce alone (which at 8 ranks on one
-   * GPU, 16 CTAs, holds only half of 8 x 4096 tokens in packets). Every
-   * rank decides alike: from the call's shape and the alignment the plan's
-   * own choice of the small routine depends on. */
+   * GPU, 16 CTAs, holds only half of 8 x 4096 tokens in one round); past
+   * that, up to SNAC_NORM_MAX_ROUNDS rounds of the plan's CTAs. Every rank
+   * decides alike: from the call's shape, the plan's CTAs (the same on
+   * every rank) and the alignment the plan's own choice of the small
+   * routine depends on. */
   const uint64_t blocks = l.count / SNAC_NORM_BLOCK;
-  const bool byBlocks = l.count % SNAC_NORM_BLOCK == 0 && norm->hidden % SNAC_NORM_BLOCK == 0 &&
-                        blocks >= 1 && blocks <= PURLIN_LATENCY_MAX_CTAS &&
-                        l.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
-                        (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
+  const bool byShape = l.count % SNAC_NORM_BLOCK == 0 && norm->hidden % SNAC_NORM_BLOCK == 0 &&
+                       norm->hidden / SNAC_NORM_BLOCK <= 32 && blocks >= 1 &&
+                       l.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
+                       (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
+  /* One round: a CTA per block. More: the plan's CTAs (fused.cuh says
+   * why), as many rounds as they need. */
+  const bool oneRound = blocks <= PURLIN_LATENCY_MAX_CTAS;
+  const bool byBlocks =
+      byShape && (oneRound || blocks <= (uint64_t)ctas * SNAC_NORM_MAX_ROUNDS);
   if (byBlocks) {
     smallAllReduce = 1;
-    ctas = (int)blocks;
+    if (oneRound) ctas = (int)blocks;
   }
-  /* The blocks' kernel holds a packet per thread (SnacNormBlocks); the
-   * other takes the plan's small AllReduce, of up to
-   * PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread. */
+  /* The blocks' kernel and the other both take the small AllReduce, of up
+   * to PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread. */
   if (smallAllReduce &&
       !purlinLatencySmallArFits(l.nranks, l.count * l.elemBytes,
                                 (uint64_t)ctas * PURLIN_LATENCY_THREADS,
@@ -143,24 +151,24 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       p.call.peer[q].recvBytes = peer[q].recvBytes;
     }
   }
-  /* A CTA per block of a row where the small AllReduce's packets fall on
-   * the blocks exactly (SnacNormBlocks): one kernel with no cross-CTA
-   * barrier. The AllReduce's protocol does not depend on the CTA count,
-   * so ranks that take the other kernel (say, misaligned norm buffers)
-   * still meet this one. */
+  /* A CTA per block of a row and round where the small AllReduce's
+   * packets fall on the blocks exactly (SnacNormBlocks): one kernel with no
+   * cross-CTA barrier. The AllReduce's protocol does not depend on the CTA
+   * count, so ranks that take the other kernel (say, misaligned norm
+   * buffers) still meet this one. */
   const uintptr_t normBuffers = (uintptr_t)norm->residualIn | (uintptr_t)norm->residualOut |
                                 (uintptr_t)norm->weight | (uintptr_t)norm->out;
   if (byBlocks && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
-    switch (norm->dtype) {
-      case purlinFloat16:
-        purlinFusedBlocksKernel<purlinFloat16><<<(unsigned)blocks, SNAC_NORM_LANES, 0, stream>>>(p);
-        break;
-      case purlinBfloat16:
-        purlinFusedBlocksKernel<purlinBfloat16>
-            <<<(unsigned)blocks, SNAC_NORM_LANES, 0, stream>>>(p);
-        break;
-      default: return cudaErrorInvalidValue;
-    }
+    const bool f16 = norm->dtype == purlinFloat16;
+    if (!f16 && norm->dtype != purlinBfloat16) return cudaErrorInvalidValue;
+    if (oneRound && f16) purlinFusedBlocksKernel<purlinFloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+    else if (oneRound) purlinFusedBlocksKernel<purlinBfloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+    else if (f16)
+      purlinFusedBlocksKernel<purlinFloat16, SNAC_NORM_MAX_ROUNDS>
+          <<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+    else
+      purlinFusedBlocksKernel<purlinBfloat16, SNAC_NORM_MAX_ROUNDS>
+          <<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     return cudaGetLastError();
   }
   return smallAllReduce ? fusedGo<true>(p, ctas, stream) : fusedGo<false>(p, ctas, stream);
@@ -192,8 +200,10 @@ extern "C" cudaError_t purlinFusedPreload(void) {
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false>);
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true>);
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16, 1>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16, 1>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16, SNAC_NORM_MAX_ROUNDS>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16, SNAC_NORM_MAX_ROUNDS>);
   err = keep(err, (const void*)purlinNormKernel<purlinFloat16>);
   err = keep(err, (const void*)purlinNormKernel<purlinBfloat16>);
   return err;

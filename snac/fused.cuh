@@ -47,7 +47,7 @@ struct SnacNormSmem {
   /* Warp sums of a chunk's blocks, double-buffered by barrier. */
   float warpSum[2][SNAC_NORM_MAX_TEAMS][SNAC_NORM_CHUNK][SNAC_NORM_WARPS];
   typename cub::WarpReduce<float>::TempStorage reduce[SNAC_NORM_MAX_TEAMS * SNAC_NORM_WARPS];
-  float r; /* the blocks tail: the row's 1 / sqrt(mean + eps) */
+  float r[SNAC_NORM_CHUNK]; /* the blocks tail: round j's row's 1 / sqrt(mean + eps) */
 };
 
 /* Elements e .. e+n-1 (n <= 4) of a 16-bit array, packed low first: one
@@ -248,64 +248,130 @@ static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlin
 
 /* ------------------------------------------------------------------------
  * The epilogue as the small AllReduce's tail (snacLatencyAllReduceWith),
- * where every CTA of 256 threads holds one block of a row: thread g holds
- * the sums of elements 4g .. 4g+3, which are lane g % 256's vector of block
- * g / 256. So the block's sum is computed from registers (a warp tree and
- * the warps left to right, as snacNormRows does), published as a flagged
- * packet in this rank's own region of its latency half (the region of
- * source `me`, which no peer writes), and each CTA reads its row's block
- * sums in one round trip, adds them in block order and finishes its block
- * from registers: no barrier across CTAs, no second read of the sums. The
+ * where every CTA of 256 threads holds one block of a row in each round:
+ * with G threads in the team, thread g holds the sums of packet g + jG in
+ * round j (elements 4(g + jG) .. +3), which is lane g % 256's vector of
+ * block g / 256 + j * ctas. Each round computes its h and its block's sum
+ * of squares from registers (a warp tree, then the warps left to right, as
+ * snacNormRows does); after the last, the CTA publishes its blocks' sums
+ * as flagged packets in this rank's own region of its latency half (the
+ * region of source `me`, which no peer writes), warp j reads the sums of
+ * round j's row in one round trip and adds them in block order, and every
+ * thread finishes its packets from registers: there is one exchange
+ * across CTAs whatever the rounds, no second read of the sums. The
  * launch's preconditions (purlinFusedLatencyLaunch): hidden a multiple of
- * SNAC_NORM_BLOCK, count / SNAC_NORM_BLOCK CTAs of SNAC_NORM_LANES threads,
- * 8-byte aligned buffers (4-byte for the fp8 copy).
+ * SNAC_NORM_BLOCK and at most 32 blocks, count / SNAC_NORM_BLOCK blocks on
+ * at most K rounds of CTAs of SNAC_NORM_LANES threads, 8-byte aligned
+ * buffers (4-byte for the fp8 copy). Every CTA of the launch waits for
+ * the others' block sums, so all must be resident together: K = 1 (at
+ * most 128 registers a thread, bound for two CTAs an SM) takes up to
+ * PURLIN_LATENCY_MAX_CTAS CTAs; more rounds (about 175 registers with
+ * CUDA 13, one CTA an SM) take the plan's CTAs, which leave SMs for every
+ * rank on the GPU. Measured on an H200, 8 ranks: 32 CTAs of the rounds'
+ * kernel bound to 128 registers (68 bytes of spills) ran 16 x 4096 and
+ * 8 x 8192 tokens 3.3 and 5.1 us slower than the plan's 16 CTAs.
  * ---------------------------------------------------------------------- */
-template <purlinDataType_t D>
+#define SNAC_NORM_MAX_ROUNDS PURLIN_LATENCY_SMALL_AR_PACKETS
+PURLIN_STATIC_ASSERT(SNAC_NORM_MAX_ROUNDS <= SNAC_NORM_CHUNK &&
+                         SNAC_NORM_MAX_ROUNDS <= SNAC_NORM_WARPS,
+                     "a round's warp sums, row scale and reading warp per chunk entry");
+template <purlinDataType_t D, int K>
 struct SnacNormBlocks {
+  /* K: the most rounds (1, or SNAC_NORM_MAX_ROUNDS); a thread keeps a
+   * residual and a sum vector for each. */
   const purlinNormArgs_t* a;
   SnacNormSmem* sm;
-  uint64_t res, w;
+  uint32_t G, P, rounds; /* the team's threads, the call's packets, ceil(P / G) */
+  uint32_t valid;        /* bit j: this thread holds round j's sums */
+  uint64_t res[K], h[K], w0;
 
-  __device__ __forceinline__ void pushed() {}
-  __device__ __forceinline__ void prefetch(uint64_t g, bool has) {
-    res = w = 0;
-    if (!has) return;
-    res = ((const uint64_t*)a->residualIn)[g];
-    w = ((const uint64_t*)a->weight)[g % (a->hidden / SNAC_NORM_VEC)];
+  __device__ __forceinline__ void init(const SnacTeam& t, const purlinNormArgs_t* args,
+                                       SnacNormSmem* s) {
+    a = args;
+    sm = s;
+    G = (uint32_t)snacTeamThreads(t);
+    P = (uint32_t)(args->rows * args->hidden / SNAC_NORM_VEC);
+    rounds = K == 1 ? 1u : (P + G - 1) / G;
+    valid = 0;
   }
 
+  __device__ __forceinline__ void pushed() {}
+
+  /* Every round's residual vector, before the AllReduce; with one round,
+   * its weight vector too (more rounds load theirs after the last, beside
+   * the exchange of block sums: registers for all would not leave the
+   * kernel of one round two CTAs an SM, which 8 ranks on one GPU need). */
+  __device__ __forceinline__ void prefetch(uint64_t g, bool has) {
+#pragma unroll
+    for (int j = 0; j < K; ++j) {
+      res[j] = 0;
+      const uint32_t i = (uint32_t)g + (uint32_t)j * G;
+      if ((uint32_t)j < rounds && i < P) res[j] = ((const uint64_t*)a->residualIn)[i];
+    }
+    if (K == 1) w0 = has ? ((const uint64_t*)a->weight)[(uint32_t)g % (a->hidden / SNAC_NORM_VEC)] : 0;
+  }
+
+  /* Round j's h and its blocks' sums of squares, from registers (arrays
+   * selected without indexing them by a variable, which would move them to
+   * local memory); the last round publishes and finishes every round's. */
   __device__ __forceinline__ void finish(const SnacTeam& t, const purlinLatencyArgs_t& la,
-                                         uint64_t epoch, uint64_t g, bool valid, uint64_t m,
+                                         uint64_t epoch, uint64_t i, bool ok, uint64_t m,
                                          uint64_t bits) {
     (void)m;
-    purlinDevComm_t* dc = la.devComm;
-    const int me = la.rank, lane = t.tid, warp = lane / 32;
+    const int lane = t.tid, warp = lane / 32;
+    const uint32_t j = K == 1 ? 0u : (uint32_t)i / G, g = (uint32_t)i - j * G;
+    uint64_t rj = 0, hj = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if ((uint32_t)k == j) rj = res[k];
     float part = 0.0f;
-    uint64_t h = 0;
-    if (valid) {
-      h = snacNormResidual<D>(bits, res, SNAC_NORM_VEC, &part);
-      ((uint64_t*)a->residualOut)[g] = h;
+    if (ok) {
+      hj = snacNormResidual<D>(bits, rj, SNAC_NORM_VEC, &part);
+      ((uint64_t*)a->residualOut)[i] = hj;
+      valid |= 1u << j;
     }
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if ((uint32_t)k == j) h[k] = hj;
     const float ws = cub::WarpReduce<float>(sm->reduce[warp]).Sum(part);
-    if ((lane & 31) == 0) sm->warpSum[0][0][0][warp] = ws;
+    if ((lane & 31) == 0) sm->warpSum[0][0][j][warp] = ws;
+    __syncwarp(); /* the warp's temporary storage is reused next round */
+    if (j + 1 < rounds) return;
+
+    /* After the last round: the weights load (one round's are at hand);
+     * this CTA's block sums, published; then each round's row, its blocks
+     * in order. */
+    const uint32_t V = a->hidden / SNAC_NORM_VEC;
+    uint64_t w[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      w[k] = K == 1 ? w0
+                    : (valid >> k) & 1u ? ((const uint64_t*)a->weight)[(g + (uint32_t)k * G) % V]
+                                        : 0;
     snacTeamSync(t);
-    /* This block's sum, published; then the row's blocks, in order. */
-    const uint32_t blocks = a->hidden / SNAC_NORM_BLOCK;
+    purlinDevComm_t* dc = la.devComm;
+    const int me = la.rank;
+    const uint32_t blocks = P / SNAC_NORM_LANES, rowBlocks = a->hidden / SNAC_NORM_BLOCK;
     const uint32_t flag = snacLatencyFlag(epoch);
     uint64_t* mineAt = (uint64_t*)((char*)dc + dc->latencyOffset +
                                    (epoch & 1u) * dc->latencyBytes +
                                    (uint64_t)me * snacRegionBytes(dc->latencyBytes, la.layout.nranks));
-    if (lane == 0) {
-      float b = sm->warpSum[0][0][0][0];
+    if ((uint32_t)lane < rounds) {
+      const uint32_t b = (uint32_t)t.cta + (uint32_t)lane * (uint32_t)t.ctas;
+      if (b < blocks) {
+        const float* ws = sm->warpSum[0][0][lane];
+        float bs = ws[0];
 #pragma unroll
-      for (int j = 1; j < SNAC_NORM_WARPS; ++j) b = __fadd_rn(b, sm->warpSum[0][0][0][j]);
-      snacPacketStore(mineAt + 2 * t.cta, (uint64_t)__float_as_uint(b), flag);
+        for (int q = 1; q < SNAC_NORM_WARPS; ++q) bs = __fadd_rn(bs, ws[q]);
+        snacPacketStore(mineAt + 2 * b, (uint64_t)__float_as_uint(bs), flag);
+      }
     }
-    if (warp == 0) {
-      const uint32_t first = (uint32_t)t.cta / blocks * blocks;
+    const uint32_t b = (uint32_t)t.cta + (uint32_t)warp * (uint32_t)t.ctas;
+    if ((uint32_t)warp < rounds && b < blocks) {
+      const uint32_t first = b / rowBlocks * rowBlocks, l = (uint32_t)lane & 31u;
       float v = 0.0f;
-      if ((uint32_t)lane < blocks) {
-        const uint64_t* at[1] = {mineAt + 2 * (first + lane)};
+      if (l < rowBlocks) {
+        const uint64_t* at[1] = {mineAt + 2 * (first + l)};
         const int from[1] = {me};
         SnacPacket k[1] = {snacPacketLoad(at[0])};
         SnacState st;
@@ -313,11 +379,15 @@ struct SnacNormBlocks {
         if (snacWaitPackets(&st, at, from, 1u, k)) v = __uint_as_float((uint32_t)k[0].value());
       }
       float total = __shfl_sync(0xffffffffu, v, 0);
-      for (uint32_t j = 1; j < blocks; ++j) total = __fadd_rn(total, __shfl_sync(0xffffffffu, v, j));
-      if (lane == 0) sm->r = snacNormScale(total, a->hidden, a->eps);
+      for (uint32_t q = 1; q < rowBlocks; ++q) total = __fadd_rn(total, __shfl_sync(0xffffffffu, v, q));
+      if (l == 0) sm->r[warp] = snacNormScale(total, a->hidden, a->eps);
     }
     snacTeamSync(t);
-    if (valid) snacNormFinish<D>(*a, 4 * g, SNAC_NORM_VEC, true, true, h, w, sm->r);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if ((valid >> k) & 1u)
+        snacNormFinish<D>(*a, 4 * ((uint64_t)g + (uint64_t)k * G), SNAC_NORM_VEC, true, true, h[k],
+                          w[k], sm->r[k]);
   }
 };
 

@@ -32,9 +32,9 @@
  * adds its partials as cub::WarpReduce does (offsets 1, 2, 4, 8, 16: a
  * pairwise tree); the block's sum is its 8 warp sums added left to right;
  * the row's sum is the block sums added left to right. A block is what one
- * CTA of the small AllReduce holds in registers (a packet of 4 elements
- * per thread), so the decode-size kernel finishes rows without a barrier
- * across CTAs (fused.cuh, SnacNormBlocks). tests/gpu/fused_test computes
+ * CTA of the small AllReduce holds in registers in one round (a packet of
+ * 4 elements per thread), so the decode-size kernel finishes rows of up to
+ * 8 rounds without a barrier across CTAs (fused.cuh, SnacNormBlocks). tests/gpu/fused_test computes
  * the same on the host and compares bits.
  */
 #ifndef PURLIN_SNAC_FUSED_H_

@@ -415,6 +415,17 @@ int main(void) {
   large.push_back({f16, 2, 20000, true, 2, false, false});
   large.push_back({bf, 128, 4096, false, 0, false, false});
   large.push_back({bf, 33, 8192, true, 1, false, false});
+  /* Rows over several rounds of the blocks' kernel (32 CTAs a round): 2
+   * and 4 rounds; a last round of fewer CTAs (40 and 36 blocks); 12 and 16
+   * blocks a row. 8 rounds (512 KiB) on the latency path, forced, where
+   * its buffer holds them. */
+  large.push_back({bf, 16, 4096, false, 0, false, false});
+  large.push_back({f16, 32, 4096, true, 0, false, false});
+  large.push_back({bf, 5, 8192, true, 0, false, false});
+  large.push_back({f16, 3, 12288, false, 3, false, false});
+  large.push_back({bf, 8, 16384, true, 0, false, false});
+  std::vector<Case> rounds8 = {{bf, 32, 8192, false, 0, false, false},
+                               {f16, 16, 16384, true, 2, false, false}};
   std::vector<Case> captured = {{bf, 4, 4096, true, 0, true, false},
                                 {f16, 64, 8192, false, 2, true, false}};
   std::vector<Case> session = {{bf, 2, 4096, true, 0, false, true},
@@ -428,6 +439,8 @@ int main(void) {
     casesOn(n, purlinPathThroughput, 0, large, "throughput");
   }
   casesOn(8, purlinPathLatency, 3, small, "latency");
+  casesOn(1, purlinPathLatency, 0, rounds8, "latency");
+  casesOn(2, purlinPathLatency, 0, rounds8, "latency");
   casesOn(8, purlinPathThroughput, 16, large, "throughput");
   casesOn(8, purlinPathAuto, 0, captured, "auto");
   casesOn(2, purlinPathAuto, 0, captured, "auto");

@@ -847,6 +847,13 @@ static float* deviceFloats(size_t n, float v) {
   float* p = NULL;
   GPU_CUDA_OK(cudaMalloc(&p, n * 4));
   GPU_CUDA_OK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
+  /* A copy from pageable memory may return before its DMA lands, and the
+   * ranks' streams are non-blocking (they do not wait for the legacy
+   * stream): without this, outputs read back as the zeros written after
+   * the collectives (seen: every output of spreadCase 0, no error). The
+   * legacy stream waits for no megakernel (their streams are
+   * non-blocking too). */
+  GPU_CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
   return p;
 }
 
@@ -1008,12 +1015,20 @@ static void spreadCase(void) {
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < most; ++i) {
           const float want = i < counts[k] ? (float)(n * (n + 1) / 2) : 0.0f;
-          wrong += h[((size_t)k * n + r) * most + i] != want;
+          const float got = h[((size_t)k * n + r) * most + i];
+          if (got != want && wrong < 4)
+            printf("  spread %s: count %zu, rank %d, element %zu: %g, want %g\n", v, counts[k], r,
+                   i, got, want);
+          wrong += got != want;
         }
     for (int r = 0; r < n; ++r) {
       purlinResult_t a = purlinSuccess;
       GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
-      if (a != purlinSuccess) ++wrong;
+      if (a != purlinSuccess) {
+        printf("  spread %s: rank %d: %s: %s\n", v, r, purlinGetErrorName(a),
+               purlinGetLastError(w.comms[r]));
+        ++wrong;
+      }
     }
     EXPECT(wrong == 0, "PURLIN_SESSION_AR_THREADS=%s: %ld wrong values or errors", v, wrong);
     ok = ok && wrong == 0;
