@@ -121,7 +121,11 @@ static void usage(FILE* f) {
           "  --no-session     leave out the session columns (auto group in a captured\n"
           "                   session, each call waited for and grouped)\n"
           "  --latency-buffer B  config.latencyBufferBytes of every group (default the\n"
-          "                   library's): how large a block the latency path holds\n");
+          "                   library's): how large a block the latency path holds\n"
+          "  --megakernel-ctas N  config.megakernelCtas of every group (default the\n"
+          "                   library's): the SMs a session's megakernel holds per rank\n"
+          "  --ctas N         config.collectiveCtas of every group (default 0: the\n"
+          "                   plan's): the CTAs of every call, clamped to what a path takes\n");
 }
 
 static const BenchSpelling kDtypeSpellings[] = {
@@ -135,6 +139,8 @@ static const BenchSpelling kDtypeSpellings[] = {
 struct OwnOptions {
   bool noSession;
   size_t latencyBufferBytes; /* 0: the config's default */
+  int megakernelCtas;        /* 0: the config's default */
+  int collectiveCtas;        /* 0: the plan's */
 };
 static OwnOptions ownOptions;
 
@@ -151,6 +157,17 @@ static int ownOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
                    ((OwnOptions*)ctx)->latencyBufferBytes > 0
                ? kBenchOptOk
                : kBenchOptBad;
+  if (strcmp(a, "--megakernel-ctas") == 0 || strcmp(a, "--ctas") == 0) {
+    char* end = NULL;
+    const long n = v != NULL ? strtol(v, &end, 10) : 0;
+    if (v == NULL || end == v || *end != '\0' || n < 1 || n > 1024) /* the config checks the rest */
+      return kBenchOptBad;
+    if (a[2] == 'm')
+      ((OwnOptions*)ctx)->megakernelCtas = (int)n;
+    else
+      ((OwnOptions*)ctx)->collectiveCtas = (int)n;
+    return kBenchOptOk;
+  }
   if (strcmp(a, "--quick") != 0) return kBenchOptUnknown;
   if (!(o->given & kBenchGivenMaxBytes)) o->maxBytes = (size_t)1 << 20;
   if (!(o->given & kBenchGivenStepFactor)) o->stepFactor = 4;
@@ -757,7 +774,8 @@ static bool writeJson(const char* path, const Bench* B, const cudaDeviceProp* pr
     fprintf(f, "null");
   else
     benchJsonString(f, B->sessions == kSessionsLeftOut ? "--no-session" : B->sessionWhy);
-  fprintf(f, ", \"megakernel_ctas\": %d, ", B->megakernelCtas);
+  fprintf(f, ", \"megakernel_ctas\": %d, \"collective_ctas\": %d, ", B->megakernelCtas,
+          ownOptions.collectiveCtas);
   benchJsonNumber(f, "empty_session_us", B->emptySessionUs, "},\n \"summary\": {");
   benchJsonNumber(f, "allreduce_small_over_barrier_worst", s->worstSmall, ", ");
   benchJsonNumber(f, "allgather_256MiB_over_ceiling", s->ceilingRatio[kBenchAllGather], ", ");
@@ -857,7 +875,9 @@ int main(int argc, char** argv) {
 
   purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
   if (ownOptions.latencyBufferBytes > 0) config.latencyBufferBytes = ownOptions.latencyBufferBytes;
+  if (ownOptions.megakernelCtas > 0) config.megakernelCtas = ownOptions.megakernelCtas;
   B->megakernelCtas = config.megakernelCtas;
+  config.collectiveCtas = ownOptions.collectiveCtas;
   for (int p = 0; p < kPaths; ++p) {
     config.path = kPathConfig[p];
     purlinResult_t res = purlinCommInitAllConfig(B->comms[p], R->n, R->devices, &config);
@@ -886,8 +906,9 @@ int main(int argc, char** argv) {
   printf("# placement:");
   for (int r = 0; r < R->n; ++r) printf(" %d", R->devices[r]);
   printf("; three groups: auto (tuned), latency path forced, throughput path forced; "
-         "latencyBufferBytes %zu per half (asked; rounded up to 64 KiB)\n",
-         config.latencyBufferBytes);
+         "latencyBufferBytes %zu per half (asked; rounded up to 64 KiB); collectiveCtas %d%s\n",
+         config.latencyBufferBytes, config.collectiveCtas,
+         config.collectiveCtas == 0 ? " (the plan's)" : " (--ctas)");
 
   /* Before any capture: the first session of a communicator allocates. */
   int sessionFailures = B->sessions == kSessionsOn ? startSessions(B) : 0;

@@ -121,9 +121,11 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
                        norm->hidden / SNAC_NORM_BLOCK <= 32 && blocks >= 1 &&
                        l.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
                        (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
-  /* One round: a CTA per block. More: the plan's CTAs (fused.cuh says
+  /* One round: a CTA per block, while two CTAs an SM (the one-round
+   * kernel's bound) of every rank on the GPU fit where the plan's CTAs do:
+   * up to twice the plan's CTAs. More: the plan's CTAs (fused.cuh says
    * why), as many rounds as they need. */
-  const bool oneRound = blocks <= PURLIN_LATENCY_MAX_CTAS;
+  const bool oneRound = blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
   const bool byBlocks =
       byShape && (oneRound || blocks <= (uint64_t)ctas * SNAC_NORM_MAX_ROUNDS);
   if (byBlocks) {
@@ -161,8 +163,10 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
   if (byBlocks && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
     const bool f16 = norm->dtype == purlinFloat16;
     if (!f16 && norm->dtype != purlinBfloat16) return cudaErrorInvalidValue;
-    if (oneRound && f16) purlinFusedBlocksKernel<purlinFloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
-    else if (oneRound) purlinFusedBlocksKernel<purlinBfloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+    if (oneRound && f16)
+      purlinFusedBlocksKernel<purlinFloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+    else if (oneRound)
+      purlinFusedBlocksKernel<purlinBfloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     else if (f16)
       purlinFusedBlocksKernel<purlinFloat16, SNAC_NORM_MAX_ROUNDS>
           <<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);

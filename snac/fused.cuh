@@ -265,11 +265,12 @@ static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlin
  * buffers (4-byte for the fp8 copy). Every CTA of the launch waits for
  * the others' block sums, so all must be resident together: K = 1 (at
  * most 128 registers a thread, bound for two CTAs an SM) takes up to
- * PURLIN_LATENCY_MAX_CTAS CTAs; more rounds (about 175 registers with
- * CUDA 13, one CTA an SM) take the plan's CTAs, which leave SMs for every
- * rank on the GPU. Measured on an H200, 8 ranks: 32 CTAs of the rounds'
- * kernel bound to 128 registers (68 bytes of spills) ran 16 x 4096 and
- * 8 x 8192 tokens 3.3 and 5.1 us slower than the plan's 16 CTAs.
+ * PURLIN_LATENCY_MAX_CTAS CTAs and at most twice the plan's; more rounds
+ * (about 175 registers with CUDA 13, one CTA an SM) take the plan's CTAs,
+ * which leave SMs for every rank on the GPU. Measured on an H200, 8
+ * ranks: 32 CTAs of the rounds' kernel bound to 128 registers (68 bytes
+ * of spills) ran 16 x 4096 and 8 x 8192 tokens 5.4 and 5.1 us slower than
+ * the plan's 16 CTAs (bench/results/2026-12-03-h200-fused-rounds).
  * ---------------------------------------------------------------------- */
 #define SNAC_NORM_MAX_ROUNDS PURLIN_LATENCY_SMALL_AR_PACKETS
 PURLIN_STATIC_ASSERT(SNAC_NORM_MAX_ROUNDS <= SNAC_NORM_CHUNK &&
@@ -308,7 +309,8 @@ struct SnacNormBlocks {
       const uint32_t i = (uint32_t)g + (uint32_t)j * G;
       if ((uint32_t)j < rounds && i < P) res[j] = ((const uint64_t*)a->residualIn)[i];
     }
-    if (K == 1) w0 = has ? ((const uint64_t*)a->weight)[(uint32_t)g % (a->hidden / SNAC_NORM_VEC)] : 0;
+    if (K == 1)
+      w0 = has ? ((const uint64_t*)a->weight)[(uint32_t)g % (a->hidden / SNAC_NORM_VEC)] : 0;
   }
 
   /* Round j's h and its blocks' sums of squares, from registers (arrays
@@ -353,9 +355,9 @@ struct SnacNormBlocks {
     const int me = la.rank;
     const uint32_t blocks = P / SNAC_NORM_LANES, rowBlocks = a->hidden / SNAC_NORM_BLOCK;
     const uint32_t flag = snacLatencyFlag(epoch);
+    const uint64_t region = snacRegionBytes(dc->latencyBytes, la.layout.nranks);
     uint64_t* mineAt = (uint64_t*)((char*)dc + dc->latencyOffset +
-                                   (epoch & 1u) * dc->latencyBytes +
-                                   (uint64_t)me * snacRegionBytes(dc->latencyBytes, la.layout.nranks));
+                                   (epoch & 1u) * dc->latencyBytes + (uint64_t)me * region);
     if ((uint32_t)lane < rounds) {
       const uint32_t b = (uint32_t)t.cta + (uint32_t)lane * (uint32_t)t.ctas;
       if (b < blocks) {
@@ -379,7 +381,8 @@ struct SnacNormBlocks {
         if (snacWaitPackets(&st, at, from, 1u, k)) v = __uint_as_float((uint32_t)k[0].value());
       }
       float total = __shfl_sync(0xffffffffu, v, 0);
-      for (uint32_t q = 1; q < rowBlocks; ++q) total = __fadd_rn(total, __shfl_sync(0xffffffffu, v, q));
+      for (uint32_t q = 1; q < rowBlocks; ++q)
+        total = __fadd_rn(total, __shfl_sync(0xffffffffu, v, q));
       if (l == 0) sm->r[warp] = snacNormScale(total, a->hidden, a->eps);
     }
     snacTeamSync(t);

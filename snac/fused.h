@@ -105,8 +105,11 @@ PURLIN_FUSED_HD purlinNormArgs_t purlinNormArgsOf(const void* sums, const void* 
 }
 
 /* The latency path's fused kernel: the AllReduce of `args` (recvbuff is
- * norm->out, op sum) on `ctas` CTAs of PURLIN_LATENCY_THREADS threads, the
- * small routine when `smallAllReduce`, then the epilogue. */
+ * norm->out, op sum) on `ctas` CTAs (the plan's) of PURLIN_LATENCY_THREADS
+ * threads, the small routine when `smallAllReduce`, then the epilogue.
+ * Rows of whole 1024-element blocks take the small routine with the
+ * epilogue as its tail instead (fused.cuh, SnacNormBlocks): a CTA per
+ * block up to twice `ctas` blocks, else `ctas` CTAs of up to 8 rounds. */
 cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
                                      const purlinNormArgs_t* norm, int ctas, int smallAllReduce,
                                      cudaStream_t stream);

@@ -312,7 +312,8 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
  * `valid` set where the thread holds that packet's sums (`m` bytes of it).
  * Every thread of the team runs the same rounds, so a tail may
  * synchronise the team; snac/fused.cuh's epilogue finishes rows there
- * instead, on launches of one round (its prefetch is packet g's). */
+ * instead (its prefetch loads every round's residual; its last round
+ * finishes them all). */
 struct SnacStoreSums {
   __device__ __forceinline__ void prefetch(uint64_t g, bool has) { (void)g, (void)has; }
   __device__ __forceinline__ void pushed() {}

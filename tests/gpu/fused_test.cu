@@ -415,18 +415,23 @@ int main(void) {
   large.push_back({f16, 2, 20000, true, 2, false, false});
   large.push_back({bf, 128, 4096, false, 0, false, false});
   large.push_back({bf, 33, 8192, true, 1, false, false});
-  /* Rows over several rounds of the blocks' kernel (32 CTAs a round): 2
-   * and 4 rounds; a last round of fewer CTAs (40 and 36 blocks); 12 and 16
-   * blocks a row. 8 rounds (512 KiB) on the latency path, forced, where
-   * its buffer holds them. */
+  /* Rows over several rounds of the blocks' kernel (the plan's CTAs: 32
+   * at 1-2 ranks, 16 at 8 on one H200): 2 to 8 rounds; a last round of
+   * fewer CTAs (40 and 36 blocks); 12, 16 and 32 blocks a row, and 33
+   * (the row kernel). 8 rounds of 32 CTAs (512 KiB) on the latency path,
+   * forced, where its buffer holds them. */
   large.push_back({bf, 16, 4096, false, 0, false, false});
   large.push_back({f16, 32, 4096, true, 0, false, false});
   large.push_back({bf, 5, 8192, true, 0, false, false});
   large.push_back({f16, 3, 12288, false, 3, false, false});
   large.push_back({bf, 8, 16384, true, 0, false, false});
+  large.push_back({bf, 1, 32768, false, 0, false, false});
+  large.push_back({f16, 3, 32768, true, 0, false, false});
+  large.push_back({bf, 2, 33792, false, 0, false, false});
   std::vector<Case> rounds8 = {{bf, 32, 8192, false, 0, false, false},
                                {f16, 16, 16384, true, 2, false, false}};
   std::vector<Case> captured = {{bf, 4, 4096, true, 0, true, false},
+                                {bf, 16, 4096, false, 1, true, false},
                                 {f16, 64, 8192, false, 2, true, false}};
   std::vector<Case> session = {{bf, 2, 4096, true, 0, false, true},
                                {bf, 32, 4096, false, 2, false, true}};

@@ -431,6 +431,8 @@ static uint64_t mpRun(purlinComm_t comm, cudaStream_t stream, int tag, int coll,
   for (uint64_t i = 0; i < in; ++i) hin[i] = mpValue(tag, rank, i);
   GPU_CUDA_OK(cudaMemcpy(dsend, hin, in * 4, cudaMemcpyHostToDevice));
   GPU_CUDA_OK(cudaMemset(drecv, 0xff, out * 4));
+  /* The legacy-stream copies/memset must land before `stream` (non-blocking) uses them. */
+  GPU_CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
   purlinResult_t r = purlinSuccess;
   switch (coll) {
     case 0: r = purlinAllReduce(dsend, drecv, c, purlinInt32, purlinSum, comm, stream); break;
