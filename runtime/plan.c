@@ -26,9 +26,15 @@
  * blocks 43.6 against 40.0; ReduceScatter 128 KiB blocks 31.8 against
  * 36.5, 256 KiB blocks 58.1 against 37.4 -- they win up to the 1 MiB of
  * blocks per rank that the old buffer held (up to 256 KiB blocks at 2 and
- * 4 ranks, as measured on 2 x H200), and no further. */
+ * 4 ranks, as measured on 2 x H200), and no further. Those were against
+ * the throughput path on one CTA per 512 KiB; on all its CTAs
+ * (PLAN_THROUGHPUT_BYTES_PER_CTA), 8 ranks on one H200
+ * (bench/results/2026-12-03-h200-throughput-ctas, --ctas 16, latency
+ * against throughput): 128 KiB blocks ReduceScatter 32.0 us against 27.9,
+ * AllToAll 36.6 against 29.4, AllGather 26.4 against 26.4; 64 KiB blocks
+ * 17.7-20.4 against 25.2-27.1. So 512 KiB of blocks per rank. */
 #define PLAN_LATENCY_LIMIT ((uint64_t)256 << 10)
-#define PLAN_LATENCY_RANK_BYTES ((uint64_t)1 << 20)
+#define PLAN_LATENCY_RANK_BYTES ((uint64_t)512 << 10)
 
 /* Latency path, AllReduce (bench/ll_latency): CTAs of 64 and 128 threads
  * tie up to 16 KiB and beat 256 (11.7 against 12.0 us at 8 KiB); past a
@@ -42,8 +48,17 @@
 /* Throughput path: one CTA per this many bytes of the largest buffer, at
  * most PURLIN_THROUGHPUT_MAX_CTAS, and at most the SMs of the GPU divided
  * among the ranks that share it (every rank's CTAs must be resident at
- * once, one per SM for the Hopper Atom's shared memory). */
-#define PLAN_THROUGHPUT_BYTES_PER_CTA ((uint64_t)512 << 10)
+ * once, one per SM for the Hopper Atom's shared memory). So every call
+ * from 256 KiB (one rank a GPU: 512 KiB) on takes the most. Measured with
+ * bench/collectives --ctas N, 8 ranks on one H200
+ * (bench/results/2026-12-03-h200-throughput-ctas), throughput path: 16
+ * CTAs the fastest or within 5% at every size from 512 KiB to 8 MiB, e.g.
+ * AllReduce 512 KiB 36.9 us against 57.5 on the one CTA of the old rule
+ * (512 KiB a CTA), 2 MiB 51.8 against 60.8, AllGather 1 MiB 26.4 against
+ * 38.8; at 256 KiB 2 to 16 CTAs within 14%. 2 x H200, one rank a GPU
+ * (nccl_compare --ctas, bench/results/2026-12-01-2xh200-m6): 32 CTAs the
+ * fastest at every size from 512 KiB to 64 MiB. */
+#define PLAN_THROUGHPUT_BYTES_PER_CTA ((uint64_t)16 << 10)
 
 /* The staged rounds use fewer CTAs rather than parts below this size
  * (bench/collectives with PURLIN_DIRECT=0, bench/results/2026-11-30-h200-m3:

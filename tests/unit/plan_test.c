@@ -80,13 +80,15 @@ int main(void) {
   for (int coll = 0; coll < purlinNumCollectives; ++coll) {
     /* The latency limit: at it the latency path, past it throughput. */
     uint64_t lim = purlinPlanLatencyLimit((purlinCollective_t)coll, 8);
-    /* AllReduce (one-shot) up to 256 KiB; the others up to 1 MiB of
+    /* AllReduce (one-shot) up to 256 KiB; the others up to 512 KiB of
      * blocks a rank, at most 256 KiB a block. */
-    CHECK_EQ_INT(lim, coll == purlinCollAllReduce ? (uint64_t)256 << 10 : (uint64_t)128 << 10);
+    const int ar = coll == purlinCollAllReduce;
+    CHECK_EQ_INT(lim, ar ? (uint64_t)256 << 10 : (uint64_t)64 << 10);
     CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 2), (uint64_t)256 << 10);
-    CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 4), (uint64_t)256 << 10);
+    CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 4),
+                 ar ? (uint64_t)256 << 10 : (uint64_t)128 << 10);
     CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 16),
-                 coll == purlinCollAllReduce ? (uint64_t)256 << 10 : (uint64_t)64 << 10);
+                 ar ? (uint64_t)256 << 10 : (uint64_t)32 << 10);
     shape((purlinCollective_t)coll, lim, 8 * lim);
     CHECK_EQ_INT(plan(&c), purlinSuccess);
     CHECK_EQ_INT(c.path, purlinPathLatency);
@@ -205,15 +207,24 @@ int main(void) {
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK((uint64_t)c.ctas * c.threads >= 32);
 
-  /* Tuned throughput CTAs: one per 512 KiB of the largest buffer. */
+  /* Tuned throughput CTAs: one per 16 KiB of the largest buffer. */
   shape(purlinCollAllGather, (uint64_t)1 << 30, (uint64_t)8 << 30);
   F.ranksOnDevice = 1;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, PURLIN_THROUGHPUT_MAX_CTAS);
-  shape(purlinCollAllGather, (uint64_t)1 << 20, (uint64_t)3 << 20);
+  /* 8 ranks on the GPU (shape's): at most 132 / 8 = 16, from 256 KiB. */
+  shape(purlinCollAllGather, (uint64_t)12 << 10, (uint64_t)96 << 10);
   F.forcedPath = purlinPathThroughput;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.ctas, 6);
+  shape(purlinCollAllReduce, (uint64_t)256 << 10, (uint64_t)256 << 10);
+  F.forcedPath = purlinPathThroughput;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 16);
+  shape(purlinCollAllGather, (uint64_t)1 << 20, (uint64_t)3 << 20);
+  F.forcedPath = purlinPathThroughput;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 16);
   /* The Atom follows the GPU generation. */
   F.cc = 80;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
@@ -338,8 +349,8 @@ int main(void) {
   /* 8 ranks on the GPU (eager: 16 CTAs each): 128 KiB. */
   F.ranksOnDevice = 8;
   checkLatencyEdge(purlinCollAllReduce, 128 << 10);
-  /* The other collectives: 128 KiB blocks eager at 8 ranks, so 64 KiB. */
-  checkLatencyEdge(purlinCollAllGather, 64 << 10);
+  /* The other collectives: 64 KiB blocks eager at 8 ranks, so 32 KiB. */
+  checkLatencyEdge(purlinCollAllGather, 32 << 10);
   /* As many CTAs as an eager call's (16): the eager limit, unscaled. */
   F.executorCtas = 16;
   S.maxBlockBytes = 256 << 10;
