@@ -153,7 +153,11 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
  * (bench/results/2026-12-03-h200-issue14/spread/coll_lbuf_default.txt):
  * a session's AllReduce of 256 KiB took 40.3 us on the latency path
  * against 34.8 on the throughput path, AllGather of 1 MiB (128 KiB blocks)
- * 32.2 against 28.6, where the eager calls' latency path still won. */
+ * 32.2 against 28.6, where the eager calls' latency path still won.
+ * Those throughput calls ran on one CTA per 512 KiB; on all their CTAs
+ * (PLAN_THROUGHPUT_BYTES_PER_CTA) every session cell from 32 KiB to 8 MiB
+ * measured faster than eager with this limit
+ * (bench/results/2026-12-03-h200-throughput-ctas/coll_after.txt). */
 static uint64_t residentLatencyLimit(uint64_t limit, const purlinPlanFacts_t* f) {
   const int eager = latencyMaxCtas(f);
   if (f->executorCtas >= eager) return limit;

@@ -11,11 +11,12 @@
  * CTA; then each row of `hidden` elements is finished by one row team of
  * SNAC_NORM_LANES threads. On the throughput path the AllReduce's own
  * kernel writes the sums into `out` and the epilogue-only kernel follows
- * it. Measured on one H200 (bench/results/2026-12-02-h200-fused): the
- * plan gives the throughput AllReduce one CTA per 512 KiB, so one kernel
+ * it. Measured on one H200 (bench/results/2026-12-02-h200-fused), when
+ * the plan gave the throughput AllReduce one CTA per 512 KiB: one kernel
  * finished 16-128 rows on 2-4 row teams and was 1.7-3.4x slower than the
  * two kernels from 128 KiB on, where the second launch costs ~2 us of a
- * 30-100 us call. Either way:
+ * 30-100 us call. The throughput path now takes 16 CTAs at 8 ranks (32
+ * row teams); one kernel on them is unmeasured. Either way:
  *
  *   h   = round(s + residualIn)                  -> residualOut
  *   r   = 1 / sqrt(sum(h * h) / hidden + eps)    fp32, the fixed order below
