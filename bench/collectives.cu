@@ -157,17 +157,15 @@ static int ownOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
                    ((OwnOptions*)ctx)->latencyBufferBytes > 0
                ? kBenchOptOk
                : kBenchOptBad;
-  if (strcmp(a, "--megakernel-ctas") == 0 || strcmp(a, "--ctas") == 0) {
-    char* end = NULL;
-    const long n = v != NULL ? strtol(v, &end, 10) : 0;
-    if (v == NULL || end == v || *end != '\0' || n < 1 || n > 1024) /* the config checks the rest */
-      return kBenchOptBad;
-    if (a[2] == 'm')
-      ((OwnOptions*)ctx)->megakernelCtas = (int)n;
-    else
-      ((OwnOptions*)ctx)->collectiveCtas = (int)n;
-    return kBenchOptOk;
-  }
+  /* 1..1024: the config checks the rest. */
+  if (strcmp(a, "--megakernel-ctas") == 0)
+    return v != NULL && benchParseInt(v, 1, 1024, &((OwnOptions*)ctx)->megakernelCtas)
+               ? kBenchOptOk
+               : kBenchOptBad;
+  if (strcmp(a, "--ctas") == 0)
+    return v != NULL && benchParseInt(v, 1, 1024, &((OwnOptions*)ctx)->collectiveCtas)
+               ? kBenchOptOk
+               : kBenchOptBad;
   if (strcmp(a, "--quick") != 0) return kBenchOptUnknown;
   if (!(o->given & kBenchGivenMaxBytes)) o->maxBytes = (size_t)1 << 20;
   if (!(o->given & kBenchGivenStepFactor)) o->stepFactor = 4;
