@@ -7,15 +7,18 @@
  * one GPU (8 by default). Each mode is one CUDA graph of every rank's
  * `calls` calls back to back (fork/join across the ranks' streams); the
  * median replay over `calls` is the time per call. Also printed: the
- * AllReduce alone, so the epilogue's cost in each mode is visible. Before
+ * AllReduce alone, so the epilogue's cost in each mode is visible, and the
+ * epilogue kernel alone (no collective before it). Before
  * timing, each shape runs once per mode and the fused outputs (out and
  * residualOut) must equal the unfused ones bit for bit.
  *
- *   fused [json] [ranks] [collectiveCtas]
+ *   fused [json] [ranks] [collectiveCtas] [path]
  *
  * collectiveCtas (config.collectiveCtas, default 0: the plan's) forces the
  * CTA count of both modes' AllReduce, e.g. 1 to take the cross-CTA team
- * barrier out of the fused kernel.
+ * barrier out of the fused kernel; path (config.path: 0 the plan's, 2 the
+ * throughput path at every size; 1, latency, is refused past the latency
+ * buffer) forces the path of both modes.
  */
 #include <algorithm>
 #include <stdio.h>
@@ -30,8 +33,10 @@
 
 enum { kCalls = 20, kReplays = 20 };
 
-enum Mode { kAllReduce, kUnfused, kFused, kModes };
-static const char* const kModeName[kModes] = {"allreduce", "unfused", "fused"};
+/* kNorm: the epilogue kernel alone (no collective), so that what it
+ * costs by itself in a graph shows beside the calls. */
+enum Mode { kAllReduce, kNorm, kUnfused, kFused, kModes };
+static const char* const kModeName[kModes] = {"allreduce", "norm", "unfused", "fused"};
 
 struct Rank {
   purlinComm_t comm;
@@ -67,6 +72,11 @@ static void callRank(Bench* B, int r, Mode m, bool ref) {
   if (m == kFused) {
     GPU_PURLIN_OK(purlinAllReduceResidualRMSNorm(k.in, k.res, k.w, kEps, out, resOut, count,
                                                  B->hidden, purlinBfloat16, k.comm, k.stream));
+    return;
+  }
+  if (m == kNorm) {
+    const purlinNormArgs_t a = normOf(B, k, k.in, out, resOut);
+    GPU_CUDA_OK(purlinNormLaunch(&a, k.stream));
     return;
   }
   GPU_PURLIN_OK(purlinAllReduce(k.in, out, count, purlinBfloat16, purlinSum, k.comm, k.stream));
@@ -129,8 +139,12 @@ int main(int argc, char** argv) {
   Bench B;
   B.n = argc > 2 ? atoi(argv[2]) : 8;
   const int ctas = argc > 3 ? atoi(argv[3]) : 0;
-  if (B.n < 1 || B.n > 16 || ctas < 0 || ctas > 32) {
-    fprintf(stderr, "usage: fused [json] [ranks 1..16] [collectiveCtas 0..32]\n");
+  const int path = argc > 4 ? atoi(argv[4]) : purlinPathAuto;
+  if (B.n < 1 || B.n > 16 || ctas < 0 || ctas > 32 ||
+      (path != purlinPathAuto && path != purlinPathLatency && path != purlinPathThroughput)) {
+    fprintf(stderr,
+            "usage: fused [json] [ranks 1..16] [collectiveCtas 0..32] [path 0 auto, 1 latency, "
+            "2 throughput]\n");
     return 2;
   }
   cudaDeviceProp prop;
@@ -140,6 +154,7 @@ int main(int argc, char** argv) {
   std::vector<int> devices(B.n, 0);
   purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
   cfg.collectiveCtas = ctas;
+  cfg.path = path;
   GPU_PURLIN_OK(purlinCommInitAllConfig(comms.data(), B.n, devices.data(), &cfg));
   GPU_CUDA_OK(cudaSetDevice(0));
   GPU_CUDA_OK(cudaStreamCreateWithFlags(&B.main, cudaStreamNonBlocking));
@@ -163,12 +178,14 @@ int main(int argc, char** argv) {
   }
   printf("# bench/fused: AllReduce + residual + RMSNorm, bf16, %d ranks on %s (one GPU); %d "
          "calls per graph, median of %d replays; unfused = purlinAllReduce + the epilogue "
-         "kernel; collectiveCtas %d%s\n",
-         B.n, prop.name, kCalls, kReplays, ctas, ctas == 0 ? " (the plan's)" : "");
-  printf("%7s %7s %10s | %10s %10s %10s | %12s %12s %14s\n", "tokens", "hidden", "bytes",
-         "allreduce", "unfused", "fused", "fused/unfus", "epilogue", "epilogue");
-  printf("%7s %7s %10s | %10s %10s %10s | %12s %12s %14s\n", "", "", "", "us", "us", "us", "",
-         "unfused us", "fused us");
+         "kernel; collectiveCtas %d%s; path %s\n",
+         B.n, prop.name, kCalls, kReplays, ctas, ctas == 0 ? " (the plan's)" : "",
+         path == purlinPathLatency ? "latency (forced)"
+         : path == purlinPathThroughput ? "throughput (forced)" : "the plan's");
+  printf("%7s %7s %10s | %10s %10s %10s | %12s %12s %14s %12s\n", "tokens", "hidden", "bytes",
+         "allreduce", "unfused", "fused", "fused/unfus", "epilogue", "epilogue", "epilogue");
+  printf("%7s %7s %10s | %10s %10s %10s | %12s %12s %14s %12s\n", "", "", "", "us", "us", "us",
+         "", "unfused us", "fused us", "alone us");
   FILE* json = jsonPath ? fopen(jsonPath, "w") : NULL;
   if (json) {
     fprintf(json, "{\"benchmark\": \"fused\", \"ranks\": %d, \"gpu\": ", B.n);
@@ -188,9 +205,10 @@ int main(int argc, char** argv) {
       for (int m = 0; m < kModes; ++m) t[m] = callUs(&B, (Mode)m);
       const double ratio = t[kFused] / t[kUnfused];
       worst = std::max(worst, ratio);
-      printf("%7zu %7zu %10zu | %10.2f %10.2f %10.2f | %12.2f %12.2f %14.2f%s\n", rows, hidden,
-             rows * hidden * 2, t[kAllReduce], t[kUnfused], t[kFused], ratio,
-             t[kUnfused] - t[kAllReduce], t[kFused] - t[kAllReduce], wrong ? "  WRONG" : "");
+      printf("%7zu %7zu %10zu | %10.2f %10.2f %10.2f | %12.2f %12.2f %14.2f %12.2f%s\n", rows,
+             hidden, rows * hidden * 2, t[kAllReduce], t[kUnfused], t[kFused], ratio,
+             t[kUnfused] - t[kAllReduce], t[kFused] - t[kAllReduce], t[kNorm],
+             wrong ? "  WRONG" : "");
       fflush(stdout);
       if (json) {
         fprintf(json, "%s  {\"tokens\": %zu, \"hidden\": %zu, \"bytes\": %zu", firstRow ? "" : ",\n",

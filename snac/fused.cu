@@ -66,11 +66,12 @@ __global__ void __launch_bounds__(SNAC_NORM_LANES, K == 1 ? 2 : 1)
   snacEpochEnd(a.devComm, t, epoch);
 }
 
-template <purlinDataType_t D>
+/* NB: the rows' straight-line blocks (snacNormRows), 0 for any shape. */
+template <purlinDataType_t D, int NB>
 __global__ void __launch_bounds__(NORM_THREADS)
     purlinNormKernel(const __grid_constant__ purlinNormArgs_t a) {
   __shared__ SnacNormSmem sm;
-  snacNormRows<D>(snacTeamOfLaunch(), a, &sm);
+  snacNormRows<D, NB>(snacTeamOfLaunch(), a, &sm);
 }
 
 namespace {
@@ -112,7 +113,8 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * Up to a block per CTA of the latency path's most, one round, whatever
    * the plan's CTA count for the AllReduce alone (which at 8 ranks on one
    * GPU, 16 CTAs, holds only half of 8 x 4096 tokens in one round); past
-   * that, up to SNAC_NORM_MAX_ROUNDS rounds of the plan's CTAs. Every rank
+   * that, up to SNAC_NORM_MAX_ROUNDS rounds of the plan's CTAs, which run
+   * as the small AllReduce and the epilogue kernel (below). Every rank
    * decides alike: from the call's shape, the plan's CTAs (the same on
    * every rank) and the alignment the plan's own choice of the small
    * routine depends on. */
@@ -123,8 +125,7 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
                        (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
   /* One round: a CTA per block, while two CTAs an SM (the one-round
    * kernel's bound) of every rank on the GPU fit where the plan's CTAs do:
-   * up to twice the plan's CTAs. More: the plan's CTAs (fused.cuh says
-   * why), as many rounds as they need. */
+   * up to twice the plan's CTAs. More: the plan's CTAs. */
   const bool oneRound = blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
   const bool byBlocks =
       byShape && (oneRound || blocks <= (uint64_t)ctas * SNAC_NORM_MAX_ROUNDS);
@@ -163,20 +164,47 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
   if (byBlocks && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
     const bool f16 = norm->dtype == purlinFloat16;
     if (!f16 && norm->dtype != purlinBfloat16) return cudaErrorInvalidValue;
-    if (oneRound && f16)
+    if (!oneRound) {
+      /* Blocks past one round of CTAs: the small AllReduce (the same
+       * protocol as the rounds' kernel, whatever the CTAs) then the
+       * epilogue kernel, the same bits. Measured on an H200, 8 ranks, once
+       * the epilogue kernel's rows were straight-line: the rounds' kernel
+       * 16.8 / 30.6 / 30.0 us at 16 x 4096, 32 x 4096, 16 x 8192 against
+       * 16.2 / 26.9 / 28.1 for the two kernels
+       * (bench/results/2026-12-04-h200-fused-epilogue). */
+      const cudaError_t e =
+          purlinLatencyLaunch(args, NULL, ctas, PURLIN_LATENCY_THREADS, 1, stream);
+      return e != cudaSuccess ? e : purlinNormLaunch(norm, stream);
+    }
+    if (f16)
       purlinFusedBlocksKernel<purlinFloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
-    else if (oneRound)
-      purlinFusedBlocksKernel<purlinBfloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
-    else if (f16)
-      purlinFusedBlocksKernel<purlinFloat16, SNAC_NORM_MAX_ROUNDS>
-          <<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     else
-      purlinFusedBlocksKernel<purlinBfloat16, SNAC_NORM_MAX_ROUNDS>
-          <<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+      purlinFusedBlocksKernel<purlinBfloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     return cudaGetLastError();
   }
   return smallAllReduce ? fusedGo<true>(p, ctas, stream) : fusedGo<false>(p, ctas, stream);
 }
+
+/* The epilogue-only kernel of every datatype and row shape: NB 1 to
+ * SNAC_NORM_CHUNK for rows of that many aligned blocks, 0 for the rest. */
+template <purlinDataType_t D>
+struct NormKernels {
+  typedef void (*Kernel)(const purlinNormArgs_t);
+  static Kernel of(uint32_t nb) {
+    switch (nb) {
+      case 0: return purlinNormKernel<D, 0>;
+      case 1: return purlinNormKernel<D, 1>;
+      case 2: return purlinNormKernel<D, 2>;
+      case 3: return purlinNormKernel<D, 3>;
+      case 4: return purlinNormKernel<D, 4>;
+      case 5: return purlinNormKernel<D, 5>;
+      case 6: return purlinNormKernel<D, 6>;
+      case 7: return purlinNormKernel<D, 7>;
+      default: return purlinNormKernel<D, 8>;
+    }
+  }
+};
+PURLIN_STATIC_ASSERT(SNAC_NORM_CHUNK == 8, "NormKernels has a kernel per straight-line shape");
 
 /* One CTA per row team pair, up to the GPU's worth: the epilogue is a
  * stream over rows, each row a round trip of its own. */
@@ -185,13 +213,13 @@ extern "C" cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream
   uint64_t ctas = (norm->rows + teams - 1) / teams;
   if (ctas < 1) ctas = 1;
   if (ctas > 1024) ctas = 1024;
+  const uint32_t nb = snacNormFastBlocks(*norm);
   switch (norm->dtype) {
     case purlinFloat16:
-      purlinNormKernel<purlinFloat16><<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
+      NormKernels<purlinFloat16>::of(nb)<<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
       break;
     case purlinBfloat16:
-      purlinNormKernel<purlinBfloat16>
-          <<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
+      NormKernels<purlinBfloat16>::of(nb)<<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
       break;
     default: return cudaErrorInvalidValue;
   }
@@ -206,9 +234,9 @@ extern "C" cudaError_t purlinFusedPreload(void) {
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false>);
   err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16, 1>);
   err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16, 1>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16, SNAC_NORM_MAX_ROUNDS>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16, SNAC_NORM_MAX_ROUNDS>);
-  err = keep(err, (const void*)purlinNormKernel<purlinFloat16>);
-  err = keep(err, (const void*)purlinNormKernel<purlinBfloat16>);
+  for (uint32_t nb = 0; nb <= SNAC_NORM_CHUNK; ++nb) {
+    err = keep(err, (const void*)NormKernels<purlinFloat16>::of(nb));
+    err = keep(err, (const void*)NormKernels<purlinBfloat16>::of(nb));
+  }
   return err;
 }

@@ -134,14 +134,194 @@ static __device__ __forceinline__ void snacNormFinish(const purlinNormArgs_t& a,
   }
 }
 
-/* The epilogue over every row, by the whole team: CTA parts of a multiple
- * of SNAC_NORM_LANES threads, at most SNAC_NORM_MAX_TEAMS of them. Every
- * thread of the team calls it (rows are handed out in uniform steps, so
- * every thread meets every barrier). `a.sums` must be complete and visible
- * to the team (the caller's team barrier). */
 /* r = 1 / sqrt(total / H + eps), as fused.h writes it. */
 static __device__ __forceinline__ float snacNormScale(float total, uint32_t H, float eps) {
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, (float)H), eps)));
+}
+
+/* The epilogue's buffers allow 8-byte vectors (and a row is whole
+ * vectors). */
+static __host__ __device__ __forceinline__ bool snacNormVec(const purlinNormArgs_t& a) {
+  const uintptr_t any = (uintptr_t)a.sums | (uintptr_t)a.residualIn | (uintptr_t)a.weight |
+                        (uintptr_t)a.out | (uintptr_t)a.residualOut;
+  return (any & 7u) == 0 && a.hidden % SNAC_NORM_VEC == 0;
+}
+
+/* Blocks of a row that snacNormRowFast finishes straight-line (1 to
+ * SNAC_NORM_CHUNK whole blocks, 8-byte vectors), or 0: the general loop.
+ * Host and device. */
+static __host__ __device__ __forceinline__ uint32_t snacNormFastBlocks(const purlinNormArgs_t& a) {
+  return snacNormVec(a) && a.hidden % SNAC_NORM_BLOCK == 0 &&
+                 a.hidden / SNAC_NORM_BLOCK <= SNAC_NORM_CHUNK
+             ? a.hidden / SNAC_NORM_BLOCK
+             : 0;
+}
+
+/* One row of exactly NB whole blocks (hidden = NB * SNAC_NORM_BLOCK, NB
+ * <= SNAC_NORM_CHUNK) with every buffer 8-byte aligned: the general loop's
+ * arithmetic in the same order, as straight-line code inlined into the
+ * kernel, with few registers live: the row's sums and residuals are all
+ * loaded at once and die into h; the weights load while the warps reduce;
+ * the NB warp trees are interleaved (butterflies: lane 0 of each adds the
+ * same operands in the same order as the shfl-down tree of fused.h, and
+ * IEEE addition commutes). The general loop, a call with a stack frame
+ * and spills on 512-thread CTAs (128 registers), ran a row of 8 blocks in
+ * ~8 us on an H200, its stack going to L2 (bench/probes/norm_probe.cu).
+ * Every thread of the team calls it, for an `active` row or not (the
+ * barrier). */
+template <purlinDataType_t D, int NB>
+static __device__ __forceinline__ void snacNormRowFast(const SnacTeam& t,
+                                                       const purlinNormArgs_t& a,
+                                                       SnacNormSmem* sm, int rt, int lane,
+                                                       bool active, uint64_t r0, const void* srow,
+                                                       bool vec8, int parity) {
+  const int warp = lane / 32;
+  const uint64_t* const sp = (const uint64_t*)((const uint16_t*)srow + (uint64_t)lane * 4);
+  const uint64_t* const rp =
+      (const uint64_t*)((const uint16_t*)a.residualIn + r0 + (uint64_t)lane * 4);
+  uint64_t* const hp = (uint64_t*)((uint16_t*)a.residualOut + r0 + (uint64_t)lane * 4);
+  const uint64_t* const wp = (const uint64_t*)((const uint16_t*)a.weight + (uint64_t)lane * 4);
+  /* A lane's vector k is 64 bit-words (SNAC_NORM_LANES * 4 elements) on. */
+  uint64_t h[NB], w[NB];
+  float part[NB];
+  {
+    uint64_t sv[NB], rv[NB];
+#pragma unroll
+    for (int k = 0; k < NB; ++k) {
+      sv[k] = active ? sp[k * SNAC_NORM_LANES] : 0;
+      rv[k] = active ? rp[k * SNAC_NORM_LANES] : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < NB; ++k) {
+      part[k] = 0.0f;
+      h[k] = snacNormResidual<D>(sv[k], rv[k], SNAC_NORM_VEC, &part[k]);
+    }
+  }
+  if (active) {
+#pragma unroll
+    for (int k = 0; k < NB; ++k) hp[k * SNAC_NORM_LANES] = h[k];
+  }
+#pragma unroll
+  for (int k = 0; k < NB; ++k) w[k] = active ? wp[k * SNAC_NORM_LANES] : 0;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+#pragma unroll
+    for (int k = 0; k < NB; ++k)
+      part[k] = __fadd_rn(part[k], __shfl_xor_sync(0xffffffffu, part[k], o));
+  }
+  if ((lane & 31) == 0) {
+#pragma unroll
+    for (int k = 0; k < NB; ++k) sm->warpSum[parity][rt][k][warp] = part[k];
+  }
+  snacTeamSync(t);
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NB; ++k) {
+    const float* ws = sm->warpSum[parity][rt][k];
+    float b = ws[0];
+#pragma unroll
+    for (int j = 1; j < SNAC_NORM_WARPS; ++j) b = __fadd_rn(b, ws[j]);
+    total = k == 0 ? b : __fadd_rn(total, b);
+  }
+  if (!active) return;
+  const float r = snacNormScale(total, a.hidden, a.eps);
+#pragma unroll
+  for (int k = 0; k < NB; ++k) {
+    const uint64_t e = ((uint64_t)lane + (uint64_t)k * SNAC_NORM_LANES) * SNAC_NORM_VEC;
+    snacNormFinish<D>(a, r0 + e, SNAC_NORM_VEC, true, vec8, h[k], w[k], r);
+  }
+}
+
+/* One row of any shape (snacNormRows's general loop, a chunk of
+ * SNAC_NORM_CHUNK blocks at a time); `*parity` advances once a chunk.
+ * Inlined like the rest: as a call (the routine was __noinline__ before)
+ * its kernel saved and restored registers on a stack that 512 threads
+ * spill past L1, and a row of 1024 elements cost 3.1 us instead of 1.6
+ * (bench/probes/norm_probe.cu, H200). */
+template <purlinDataType_t D>
+static __device__ __forceinline__ void snacNormRowGeneral(const SnacTeam& t,
+                                                       const purlinNormArgs_t& a,
+                                                       SnacNormSmem* sm, int rt, int lane,
+                                                       bool active, uint64_t r0, const void* srow,
+                                                       bool vec, bool vec8, int* parityp) {
+  const int warp = lane / 32;
+  const uint32_t H = a.hidden, V = (H + SNAC_NORM_VEC - 1) / SNAC_NORM_VEC;
+  const uint32_t blocks = (V + SNAC_NORM_LANES - 1) / SNAC_NORM_LANES;
+  /* Vectors of the row for this lane: lane, lane + 256, ... */
+  const uint32_t mine = (uint32_t)lane < V ? (V - 1 - (uint32_t)lane) / SNAC_NORM_LANES + 1 : 0;
+  int parity = *parityp;
+  float total = 0.0f;
+  uint64_t hc[SNAC_NORM_CHUNK], wc[SNAC_NORM_CHUNK];
+  /* Pass 1, a chunk of blocks at a time: h, residualOut, and the
+   * chunk's block sums into the row's total. */
+  for (uint32_t c0 = 0; c0 < blocks; c0 += SNAC_NORM_CHUNK, parity ^= 1) {
+    uint64_t sv[SNAC_NORM_CHUNK], rv[SNAC_NORM_CHUNK], wv[SNAC_NORM_CHUNK];
+    float part[SNAC_NORM_CHUNK];
+#pragma unroll
+    for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+      part[k] = 0.0f;
+      if (!active || c0 + k >= mine) continue;
+      uint32_t n;
+      const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+      sv[k] = snacNormLoad(srow, e, n, vec);
+      rv[k] = snacNormLoad(a.residualIn, r0 + e, n, vec);
+      wv[k] = snacNormLoad(a.weight, e, n, vec);
+    }
+#pragma unroll
+    for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+      if (!active || c0 + k >= mine) continue;
+      uint32_t n;
+      const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+      const uint64_t h = snacNormResidual<D>(sv[k], rv[k], n, &part[k]);
+      snacNormStore(a.residualOut, r0 + e, n, vec, h);
+      if (c0 == 0) {
+        hc[k] = h;
+        wc[k] = wv[k];
+      }
+    }
+    /* Each block of the chunk: a tree in each warp, then the warps left
+     * to right, then onto the total in block order. */
+#pragma unroll
+    for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+      if (c0 + k >= blocks) break;
+      const float w =
+          cub::WarpReduce<float>(sm->reduce[rt * SNAC_NORM_WARPS + warp]).Sum(part[k]);
+      if ((lane & 31) == 0) sm->warpSum[parity][rt][k][warp] = w;
+      __syncwarp(); /* the warp's temporary storage is reused */
+    }
+    snacTeamSync(t);
+    for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+      if (c0 + k >= blocks) break;
+      const float* ws = sm->warpSum[parity][rt][k];
+      float b = ws[0];
+#pragma unroll
+      for (int j = 1; j < SNAC_NORM_WARPS; ++j) b = __fadd_rn(b, ws[j]);
+      total = c0 + k == 0 ? b : __fadd_rn(total, b);
+    }
+  }
+  *parityp = parity;
+  if (!active) return;
+  const float r = snacNormScale(total, H, a.eps);
+  /* Pass 2: the first chunk from registers, later ones read back. */
+  for (uint32_t c0 = 0; c0 < mine; c0 += SNAC_NORM_CHUNK) {
+    if (c0 != 0) {
+#pragma unroll
+      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+        if (c0 + k >= mine) break;
+        uint32_t n;
+        const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+        hc[k] = snacNormLoad(a.residualOut, r0 + e, n, vec);
+        wc[k] = snacNormLoad(a.weight, e, n, vec);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
+      if (c0 + k >= mine) break;
+      uint32_t n;
+      const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
+      snacNormFinish<D>(a, r0 + e, n, vec, vec8, hc[k], wc[k], r);
+    }
+  }
 }
 
 /* The epilogue over every row, by the whole team: CTA parts of a multiple
@@ -151,98 +331,55 @@ static __device__ __forceinline__ float snacNormScale(float total, uint32_t H, f
  * and visible to the team (the caller's team barrier). Vector c of a lane
  * is in block c of the row, so a lane's partial of block c is that one
  * vector's; each chunk's blocks are reduced by warp, then added block by
- * block in order behind one barrier. */
-template <purlinDataType_t D>
-static __device__ __noinline__ void snacNormRows(const SnacTeam& t, const purlinNormArgs_t& a,
-                                                 SnacNormSmem* sm) {
+ * block in order behind one barrier.
+ *
+ * NB 0: any shape, rows of 1 to SNAC_NORM_CHUNK whole blocks with aligned
+ * buffers (snacNormFastBlocks) straight-line, others by the general loop.
+ * NB 1..SNAC_NORM_CHUNK: the caller has checked that snacNormFastBlocks
+ * is NB, and the kernel carries only that straight-line row (the
+ * epilogue-only kernel: with the general loop beside it, ptxas spilled
+ * and a row of 8192 elements cost 3.9 us instead of 3.0,
+ * bench/probes/norm_probe.cu). */
+template <purlinDataType_t D, int NB = 0>
+static __device__ __forceinline__ void snacNormRows(const SnacTeam& t,
+                                                    const purlinNormArgs_t& args,
+                                                    SnacNormSmem* sm) {
+  /* The arguments in registers: read through the reference, every field
+   * would be loaded again after each store (a store may alias it, for all
+   * the compiler knows). */
+  const purlinNormArgs_t a = args;
   const int teams = t.nthreads / SNAC_NORM_LANES;
   const int rt = t.tid / SNAC_NORM_LANES, lane = t.tid % SNAC_NORM_LANES;
-  const int warp = lane / 32;
   const uint64_t first = (uint64_t)t.cta * teams + rt, stride = (uint64_t)t.ctas * teams;
-  const uint32_t H = a.hidden, V = (H + SNAC_NORM_VEC - 1) / SNAC_NORM_VEC;
-  const uint32_t blocks = (V + SNAC_NORM_LANES - 1) / SNAC_NORM_LANES;
-  const uintptr_t any = (uintptr_t)a.sums | (uintptr_t)a.residualIn | (uintptr_t)a.weight |
-                        (uintptr_t)a.out | (uintptr_t)a.residualOut;
-  const bool vec = (any & 7u) == 0 && H % SNAC_NORM_VEC == 0;
+  const uint32_t H = a.hidden;
+  const bool vec = snacNormVec(a);
   const bool vec8 = vec && ((uintptr_t)a.outFp8 & 3u) == 0;
-  /* Vectors of the row for this lane: lane, lane + 256, ... */
-  const uint32_t mine = (uint32_t)lane < V ? (V - 1 - (uint32_t)lane) / SNAC_NORM_LANES + 1 : 0;
+  const uint32_t fastBlocks = NB > 0 ? (uint32_t)NB : snacNormFastBlocks(a);
   int parity = 0;
   for (uint64_t base = 0; base < a.rows; base += stride) {
     const uint64_t row = base + first;
     const bool active = row < a.rows;
-    const uint64_t r0 = row * H;
-    float total = 0.0f;
-    uint64_t hc[SNAC_NORM_CHUNK], wc[SNAC_NORM_CHUNK];
-    /* Pass 1, a chunk of blocks at a time: h, residualOut, and the
-     * chunk's block sums into the row's total. */
-    for (uint32_t c0 = 0; c0 < blocks; c0 += SNAC_NORM_CHUNK, parity ^= 1) {
-      uint64_t sv[SNAC_NORM_CHUNK], rv[SNAC_NORM_CHUNK], wv[SNAC_NORM_CHUNK];
-      float part[SNAC_NORM_CHUNK];
-#pragma unroll
-      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-        part[k] = 0.0f;
-        if (!active || c0 + k >= mine) continue;
-        uint32_t n;
-        const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
-        sv[k] = snacNormLoad(a.sums, r0 + e, n, vec);
-        rv[k] = snacNormLoad(a.residualIn, r0 + e, n, vec);
-        wv[k] = snacNormLoad(a.weight, e, n, vec);
-      }
-#pragma unroll
-      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-        if (!active || c0 + k >= mine) continue;
-        uint32_t n;
-        const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
-        const uint64_t h = snacNormResidual<D>(sv[k], rv[k], n, &part[k]);
-        snacNormStore(a.residualOut, r0 + e, n, vec, h);
-        if (c0 == 0) {
-          hc[k] = h;
-          wc[k] = wv[k];
-        }
-      }
-      /* Each block of the chunk: a tree in each warp, then the warps left
-       * to right, then onto the total in block order. */
-#pragma unroll
-      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-        if (c0 + k >= blocks) break;
-        const float w =
-            cub::WarpReduce<float>(sm->reduce[rt * SNAC_NORM_WARPS + warp]).Sum(part[k]);
-        if ((lane & 31) == 0) sm->warpSum[parity][rt][k][warp] = w;
-        __syncwarp(); /* the warp's temporary storage is reused */
-      }
-      snacTeamSync(t);
-      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-        if (c0 + k >= blocks) break;
-        const float* ws = sm->warpSum[parity][rt][k];
-        float b = ws[0];
-#pragma unroll
-        for (int j = 1; j < SNAC_NORM_WARPS; ++j) b = __fadd_rn(b, ws[j]);
-        total = c0 + k == 0 ? b : __fadd_rn(total, b);
-      }
+    const uint64_t r0 = (active ? row : 0) * H;
+    const void* const srow = (const uint16_t*)a.sums + r0;
+    if (NB > 0) {
+      snacNormRowFast<D, (NB > 0 ? NB : 1)>(t, a, sm, rt, lane, active, r0, srow, vec8, parity);
+      parity ^= 1;
+      continue;
     }
-    if (!active) continue;
-    const float r = snacNormScale(total, H, a.eps);
-    /* Pass 2: the first chunk from registers, later ones read back. */
-    for (uint32_t c0 = 0; c0 < mine; c0 += SNAC_NORM_CHUNK) {
-      if (c0 != 0) {
-#pragma unroll
-        for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-          if (c0 + k >= mine) break;
-          uint32_t n;
-          const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
-          hc[k] = snacNormLoad(a.residualOut, r0 + e, n, vec);
-          wc[k] = snacNormLoad(a.weight, e, n, vec);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < SNAC_NORM_CHUNK; ++k) {
-        if (c0 + k >= mine) break;
-        uint32_t n;
-        const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
-        snacNormFinish<D>(a, r0 + e, n, vec, vec8, hc[k], wc[k], r);
-      }
+    switch (fastBlocks) {
+      case 0:
+        snacNormRowGeneral<D>(t, a, sm, rt, lane, active, r0, srow, vec, vec8, &parity);
+        continue;
+      case 1: snacNormRowFast<D, 1>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
+      case 2: snacNormRowFast<D, 2>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
+      case 3: snacNormRowFast<D, 3>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
+      case 4: snacNormRowFast<D, 4>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
+      case 5: snacNormRowFast<D, 5>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
+      case 6: snacNormRowFast<D, 6>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
+      case 7: snacNormRowFast<D, 7>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
+      default: snacNormRowFast<D, 8>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
     }
+    parity ^= 1;
   }
 }
 

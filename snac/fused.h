@@ -34,9 +34,9 @@
  * pairwise tree); the block's sum is its 8 warp sums added left to right;
  * the row's sum is the block sums added left to right. A block is what one
  * CTA of the small AllReduce holds in registers in one round (a packet of
- * 4 elements per thread), so the decode-size kernel finishes rows of up to
- * 8 rounds without a barrier across CTAs (fused.cuh, SnacNormBlocks). tests/gpu/fused_test computes
- * the same on the host and compares bits.
+ * 4 elements per thread), so the decode-size kernel finishes the rows of
+ * one round without a barrier across CTAs (fused.cuh, SnacNormBlocks).
+ * tests/gpu/fused_test computes the same on the host and compares bits.
  */
 #ifndef PURLIN_SNAC_FUSED_H_
 #define PURLIN_SNAC_FUSED_H_
@@ -110,14 +110,20 @@ PURLIN_FUSED_HD purlinNormArgs_t purlinNormArgsOf(const void* sums, const void* 
  * threads, the small routine when `smallAllReduce`, then the epilogue.
  * Rows of whole 1024-element blocks take the small routine with the
  * epilogue as its tail instead (fused.cuh, SnacNormBlocks): a CTA per
- * block up to twice `ctas` blocks, else `ctas` CTAs of up to 8 rounds. */
+ * block up to twice `ctas` blocks; past that (up to 8 blocks a CTA) the
+ * small routine's kernel, then the epilogue-only kernel, which measured
+ * faster than the blocks' tail over several rounds once its rows were
+ * straight-line (bench/results/2026-12-04-h200-fused-epilogue). */
 cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
                                      const purlinNormArgs_t* norm, int ctas, int smallAllReduce,
                                      cudaStream_t stream);
 
 /* The epilogue alone, from norm->sums, as its own kernel: after the
- * throughput path's AllReduce, after a session's (the megakernel's), and
- * as the unfused baseline of bench/fused. Needs no communicator. */
+ * throughput path's AllReduce, after a session's (the megakernel's),
+ * after the latency path's past one round of blocks, and as the unfused
+ * baseline of bench/fused. Rows of 1 to 8 whole aligned blocks take a
+ * kernel of that straight-line row alone (fused.cuh, snacNormRows). Needs
+ * no communicator. */
 cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream);
 
 /* Loads the fused latency kernels and the epilogue kernel on the current

@@ -7,7 +7,10 @@
  * AllReduce's sums equal purlinAllReduce's; the same bits for every path
  * and CTA count; in place (out == in, residualOut == residualIn, and
  * residualOut == in); rows longer than the registers hold (read back);
- * odd rows (the scalar path); a captured graph replayed with new inputs;
+ * odd rows (the scalar path); rows of 1 to 8 whole aligned blocks (the
+ * epilogue's straight-line rows) and others (its general loop); the
+ * throughput path staged in rounds (its AllReduce between processes); a
+ * captured graph replayed with new inputs;
  * the call inside a session; every argument the call refuses, refused
  * before anything runs, with the communicator still in step afterwards.
  */
@@ -46,10 +49,14 @@ struct World {
   purlinConfig_t cfg;
 };
 
+/* Staging buffer of the next worlds (0: the default). */
+size_t gThroughputBufferBytes = 0;
+
 void worldInit(World* W, int n, int path, int ctas, size_t cap) {
   W->n = n;
   W->cap = cap;
   W->cfg = PURLIN_CONFIG_INITIALIZER;
+  if (gThroughputBufferBytes != 0) W->cfg.throughputBufferBytes = gThroughputBufferBytes;
   W->cfg.path = path;
   W->cfg.collectiveCtas = ctas;
   W->cfg.megakernelCtas = 4;
@@ -447,6 +454,15 @@ int main(void) {
   casesOn(1, purlinPathLatency, 0, rounds8, "latency");
   casesOn(2, purlinPathLatency, 0, rounds8, "latency");
   casesOn(8, purlinPathThroughput, 16, large, "throughput");
+  /* The throughput path staged (PURLIN_DIRECT=0, read at a
+   * communicator's first call) in rounds of a small staging buffer, as
+   * between processes: its AllReduce, then the epilogue kernel. */
+  setenv("PURLIN_DIRECT", "0", 1);
+  gThroughputBufferBytes = (size_t)1 << 20;
+  casesOn(8, purlinPathThroughput, 0, large, "staged");
+  casesOn(3, purlinPathThroughput, 0, large, "staged");
+  gThroughputBufferBytes = 0;
+  unsetenv("PURLIN_DIRECT");
   casesOn(8, purlinPathAuto, 0, captured, "auto");
   casesOn(2, purlinPathAuto, 0, captured, "auto");
   casesOn(2, purlinPathAuto, 0, session, "auto");
