@@ -109,7 +109,7 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       (uint64_t)ctas * PURLIN_LATENCY_THREADS < (uint64_t)l.nranks)
     return cudaErrorInvalidConfiguration;
   /* Rows of whole 1024-element blocks (at most 32 a row: a warp reads a
-   * row's block sums): the small AllReduce with a CTA per block and round.
+   * row's block sums): the small AllReduce with a CTA per block.
    * Up to a block per CTA of the latency path's most, one round, whatever
    * the plan's CTA count for the AllReduce alone (which at 8 ranks on one
    * GPU, 16 CTAs, holds only half of 8 x 4096 tokens in one round); past
@@ -154,11 +154,12 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       p.call.peer[q].recvBytes = peer[q].recvBytes;
     }
   }
-  /* A CTA per block of a row and round where the small AllReduce's
-   * packets fall on the blocks exactly (SnacNormBlocks): one kernel with no
-   * cross-CTA barrier. The AllReduce's protocol does not depend on the CTA
-   * count, so ranks that take the other kernel (say, misaligned norm
-   * buffers) still meet this one. */
+  /* A CTA per block of a row where the small AllReduce's packets fall on
+   * the blocks exactly (SnacNormBlocks): one kernel with no cross-CTA
+   * barrier; past one round, the small AllReduce's kernel and the
+   * epilogue-only kernel. The AllReduce's protocol depends on neither the
+   * CTA count nor the kernel, so ranks that take another branch (say,
+   * misaligned norm buffers) still meet this one. */
   const uintptr_t normBuffers = (uintptr_t)norm->residualIn | (uintptr_t)norm->residualOut |
                                 (uintptr_t)norm->weight | (uintptr_t)norm->out;
   if (byBlocks && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {

@@ -9,9 +9,11 @@
  * row team k of CTA c takes rows c * teams + k, then every ctas * teams
  * after. The row's sum of squares is a fixed tree (fused.h), so neither the
  * team's shape nor the path changes a bit. cub::WarpReduce adds each
- * warp's partials; the warps' sums meet in shared memory behind the
- * team's barrier (cub::BlockReduce would synchronise with __syncthreads,
- * which a team sharing its CTA with other work must not).
+ * warp's partials in the general loop, an xor butterfly of the same tree
+ * in the straight-line rows (snacNormRowFast); the warps' sums meet in
+ * shared memory behind the team's barrier (cub::BlockReduce would
+ * synchronise with __syncthreads, which a team sharing its CTA with other
+ * work must not).
  *
  * Every operation is written as the fp32 intrinsic that rounds to nearest
  * (__fadd_rn, __fmul_rn, __fmaf_rn, __fdiv_rn, __fsqrt_rn): no compiler
@@ -402,12 +404,13 @@ static __device__ __forceinline__ void snacNormRows(const SnacTeam& t,
  * buffers (4-byte for the fp8 copy). Every CTA of the launch waits for
  * the others' block sums, so all must be resident together: K = 1 (at
  * most 128 registers a thread, bound for two CTAs an SM) takes up to
- * PURLIN_LATENCY_MAX_CTAS CTAs and at most twice the plan's; more rounds
- * (about 175 registers with CUDA 13, one CTA an SM) take the plan's CTAs,
- * which leave SMs for every rank on the GPU. Measured on an H200, 8
- * ranks: 32 CTAs of the rounds' kernel bound to 128 registers (68 bytes
- * of spills) ran 16 x 4096 and 8 x 8192 tokens 5.4 and 5.1 us slower than
- * the plan's 16 CTAs (bench/results/2026-12-03-h200-fused-rounds).
+ * PURLIN_LATENCY_MAX_CTAS CTAs and at most twice the plan's. The kernels
+ * instantiate K = 1 only: more rounds (about 175 registers with CUDA 13,
+ * one CTA an SM, on the plan's CTAs) measured slower than the small
+ * AllReduce followed by the epilogue-only kernel once that kernel's rows
+ * were straight-line (bench/results/2026-12-04-h200-fused-epilogue), so
+ * purlinFusedLatencyLaunch runs those shapes as the two kernels; the
+ * template keeps its K for a resident caller that can hold the registers.
  * ---------------------------------------------------------------------- */
 #define SNAC_NORM_MAX_ROUNDS PURLIN_LATENCY_SMALL_AR_PACKETS
 PURLIN_STATIC_ASSERT(SNAC_NORM_MAX_ROUNDS <= SNAC_NORM_CHUNK &&
