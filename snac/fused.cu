@@ -16,6 +16,11 @@ PURLIN_STATIC_ASSERT(PURLIN_LATENCY_THREADS % SNAC_NORM_LANES == 0 &&
                      "a latency CTA holds whole row teams");
 /* The epilogue-only kernel's CTAs. */
 #define NORM_THREADS (SNAC_NORM_MAX_TEAMS * SNAC_NORM_LANES)
+/* Rounds of the plan's CTAs up to which a fused call of whole blocks runs
+ * as the small AllReduce and the epilogue-only kernel (measured faster
+ * than one kernel with the epilogue as the rounds' tail); past them, the
+ * fused kernel of the plan's routine. */
+#define FUSED_TWO_KERNEL_ROUNDS PURLIN_LATENCY_SMALL_AR_PACKETS
 
 namespace {
 
@@ -52,21 +57,22 @@ __global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
 }
 
 /* The small AllReduce with the epilogue as its tail, a CTA per block of a
- * row in each round (SnacNormBlocks, fused.cuh). */
-template <purlinDataType_t D, int K>
-__global__ void __launch_bounds__(SNAC_NORM_LANES, K == 1 ? 2 : 1)
+ * row (SnacNormBlocks, fused.cuh); two CTAs an SM. */
+template <purlinDataType_t D>
+__global__ void __launch_bounds__(SNAC_NORM_LANES, 2)
     purlinFusedBlocksKernel(const __grid_constant__ FusedLatencyParams p) {
   __shared__ SnacNormSmem sm;
   const SnacTeam t = snacTeamOfLaunch();
   const purlinLatencyArgs_t& a = p.call.a;
-  SnacNormBlocks<D, K> tail;
+  SnacNormBlocks<D> tail;
   tail.init(t, &p.norm, &sm);
   const uint64_t epoch =
       snacLatencyAllReduceWith<D, purlinSum>(t, snacEpochFromMemory(a.devComm, t), a, tail);
   snacEpochEnd(a.devComm, t, epoch);
 }
 
-/* NB: the rows' straight-line blocks (snacNormRows), 0 for any shape. */
+/* NB: the rows' shape (snacNormRows): SNAC_NORM_ROWS_GENERAL or a count
+ * of straight-line blocks. */
 template <purlinDataType_t D, int NB>
 __global__ void __launch_bounds__(NORM_THREADS)
     purlinNormKernel(const __grid_constant__ purlinNormArgs_t a) {
@@ -109,15 +115,15 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       (uint64_t)ctas * PURLIN_LATENCY_THREADS < (uint64_t)l.nranks)
     return cudaErrorInvalidConfiguration;
   /* Rows of whole 1024-element blocks (at most 32 a row: a warp reads a
-   * row's block sums): the small AllReduce with a CTA per block.
-   * Up to a block per CTA of the latency path's most, one round, whatever
-   * the plan's CTA count for the AllReduce alone (which at 8 ranks on one
-   * GPU, 16 CTAs, holds only half of 8 x 4096 tokens in one round); past
-   * that, up to SNAC_NORM_MAX_ROUNDS rounds of the plan's CTAs, which run
-   * as the small AllReduce and the epilogue kernel (below). Every rank
-   * decides alike: from the call's shape, the plan's CTAs (the same on
-   * every rank) and the alignment the plan's own choice of the small
-   * routine depends on. */
+   * row's block sums): the small AllReduce with a CTA per block, one
+   * round, up to a block per CTA of the latency path's most, whatever the
+   * plan's CTA count for the AllReduce alone (which at 8 ranks on one GPU,
+   * 16 CTAs, holds only half of 8 x 4096 tokens in one round); past that,
+   * up to FUSED_TWO_KERNEL_ROUNDS rounds of the plan's CTAs, the small
+   * AllReduce and the epilogue-only kernel (below). Every rank decides
+   * alike: from the call's shape, the plan's CTAs (the same on every rank)
+   * and the alignment the plan's own choice of the small routine depends
+   * on. */
   const uint64_t blocks = l.count / SNAC_NORM_BLOCK;
   const bool byShape = l.count % SNAC_NORM_BLOCK == 0 && norm->hidden % SNAC_NORM_BLOCK == 0 &&
                        norm->hidden / SNAC_NORM_BLOCK <= 32 && blocks >= 1 &&
@@ -125,22 +131,34 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
                        (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
   /* One round: a CTA per block, while two CTAs an SM (the one-round
    * kernel's bound) of every rank on the GPU fit where the plan's CTAs do:
-   * up to twice the plan's CTAs. More: the plan's CTAs. */
-  const bool oneRound = blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
-  const bool byBlocks =
-      byShape && (oneRound || blocks <= (uint64_t)ctas * SNAC_NORM_MAX_ROUNDS);
-  if (byBlocks) {
-    smallAllReduce = 1;
-    if (oneRound) ctas = (int)blocks;
-  }
-  /* The blocks' kernel and the other both take the small AllReduce, of up
-   * to PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread. */
+   * up to twice the plan's CTAs. */
+  const bool oneRound =
+      byShape && blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
+  const bool twoKernels =
+      byShape && !oneRound && blocks <= (uint64_t)ctas * FUSED_TWO_KERNEL_ROUNDS;
+  if (oneRound || twoKernels) smallAllReduce = 1;
+  if (oneRound) ctas = (int)blocks;
+  /* Every branch below takes the small AllReduce when the plan or the
+   * shape chose it, of up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per
+   * thread. */
   if (smallAllReduce &&
       !purlinLatencySmallArFits(l.nranks, l.count * l.elemBytes,
                                 (uint64_t)ctas * PURLIN_LATENCY_THREADS,
                                 (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) ==
                                     0))
     return cudaErrorInvalidValue;
+  if (norm->dtype != purlinFloat16 && norm->dtype != purlinBfloat16) return cudaErrorInvalidValue;
+  if (twoKernels) {
+    /* Blocks past one round of CTAs: the small AllReduce then the
+     * epilogue-only kernel (any alignment of the norm's buffers), the same
+     * bits. Measured on an H200, 8 ranks, once the epilogue kernel's rows
+     * were straight-line, against the rounds' kernel this replaced: 16.8 /
+     * 30.6 / 30.0 us at 16 x 4096, 32 x 4096, 16 x 8192 for it, 16.2 /
+     * 26.9 / 28.1 for the two kernels
+     * (bench/results/2026-12-04-h200-fused-epilogue). */
+    const cudaError_t e = purlinLatencyLaunch(args, NULL, ctas, PURLIN_LATENCY_THREADS, 1, stream);
+    return e != cudaSuccess ? e : purlinNormLaunch(norm, stream);
+  }
   FusedLatencyParams p;
   p.call.a = *args;
   p.norm = *norm;
@@ -154,46 +172,33 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       p.call.peer[q].recvBytes = peer[q].recvBytes;
     }
   }
-  /* A CTA per block of a row where the small AllReduce's packets fall on
-   * the blocks exactly (SnacNormBlocks): one kernel with no cross-CTA
-   * barrier; past one round, the small AllReduce's kernel and the
-   * epilogue-only kernel. The AllReduce's protocol depends on neither the
-   * CTA count nor the kernel, so ranks that take another branch (say,
-   * misaligned norm buffers) still meet this one. */
+  /* One round with the norm's buffers aligned: the small AllReduce's
+   * packets fall on the blocks exactly (SnacNormBlocks), one kernel with
+   * no barrier across CTAs. The AllReduce's protocol depends on neither
+   * the CTA count nor the kernel, so a rank whose norm buffers are
+   * misaligned (the fused kernel below, on the same CTAs) still meets its
+   * peers. */
   const uintptr_t normBuffers = (uintptr_t)norm->residualIn | (uintptr_t)norm->residualOut |
                                 (uintptr_t)norm->weight | (uintptr_t)norm->out;
-  if (byBlocks && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
-    const bool f16 = norm->dtype == purlinFloat16;
-    if (!f16 && norm->dtype != purlinBfloat16) return cudaErrorInvalidValue;
-    if (!oneRound) {
-      /* Blocks past one round of CTAs: the small AllReduce (the same
-       * protocol as the rounds' kernel, whatever the CTAs) then the
-       * epilogue kernel, the same bits. Measured on an H200, 8 ranks, once
-       * the epilogue kernel's rows were straight-line: the rounds' kernel
-       * 16.8 / 30.6 / 30.0 us at 16 x 4096, 32 x 4096, 16 x 8192 against
-       * 16.2 / 26.9 / 28.1 for the two kernels
-       * (bench/results/2026-12-04-h200-fused-epilogue). */
-      const cudaError_t e =
-          purlinLatencyLaunch(args, NULL, ctas, PURLIN_LATENCY_THREADS, 1, stream);
-      return e != cudaSuccess ? e : purlinNormLaunch(norm, stream);
-    }
-    if (f16)
-      purlinFusedBlocksKernel<purlinFloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+  if (oneRound && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
+    if (norm->dtype == purlinFloat16)
+      purlinFusedBlocksKernel<purlinFloat16><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     else
-      purlinFusedBlocksKernel<purlinBfloat16, 1><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+      purlinFusedBlocksKernel<purlinBfloat16><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     return cudaGetLastError();
   }
   return smallAllReduce ? fusedGo<true>(p, ctas, stream) : fusedGo<false>(p, ctas, stream);
 }
 
-/* The epilogue-only kernel of every datatype and row shape: NB 1 to
- * SNAC_NORM_CHUNK for rows of that many aligned blocks, 0 for the rest. */
+/* The epilogue-only kernel of every datatype and row shape: for nb 1 to
+ * SNAC_NORM_CHUNK (snacNormFastBlocks) the straight-line row of nb
+ * blocks, for 0 the general loop alone. */
 template <purlinDataType_t D>
 struct NormKernels {
   typedef void (*Kernel)(const purlinNormArgs_t);
   static Kernel of(uint32_t nb) {
     switch (nb) {
-      case 0: return purlinNormKernel<D, 0>;
+      case 0: return purlinNormKernel<D, SNAC_NORM_ROWS_GENERAL>;
       case 1: return purlinNormKernel<D, 1>;
       case 2: return purlinNormKernel<D, 2>;
       case 3: return purlinNormKernel<D, 3>;
@@ -233,8 +238,8 @@ extern "C" cudaError_t purlinFusedPreload(void) {
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false>);
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true>);
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16, 1>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16, 1>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16>);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16>);
   for (uint32_t nb = 0; nb <= SNAC_NORM_CHUNK; ++nb) {
     err = keep(err, (const void*)NormKernels<purlinFloat16>::of(nb));
     err = keep(err, (const void*)NormKernels<purlinBfloat16>::of(nb));

@@ -49,7 +49,7 @@ struct SnacNormSmem {
   /* Warp sums of a chunk's blocks, double-buffered by barrier. */
   float warpSum[2][SNAC_NORM_MAX_TEAMS][SNAC_NORM_CHUNK][SNAC_NORM_WARPS];
   typename cub::WarpReduce<float>::TempStorage reduce[SNAC_NORM_MAX_TEAMS * SNAC_NORM_WARPS];
-  float r[SNAC_NORM_CHUNK]; /* the blocks tail: round j's row's 1 / sqrt(mean + eps) */
+  float r; /* the blocks tail: the CTA's row's 1 / sqrt(mean + eps) */
 };
 
 /* Elements e .. e+n-1 (n <= 4) of a 16-bit array, packed low first: one
@@ -175,10 +175,10 @@ template <purlinDataType_t D, int NB>
 static __device__ __forceinline__ void snacNormRowFast(const SnacTeam& t,
                                                        const purlinNormArgs_t& a,
                                                        SnacNormSmem* sm, int rt, int lane,
-                                                       bool active, uint64_t r0, const void* srow,
-                                                       bool vec8, int parity) {
+                                                       bool active, uint64_t r0, bool vec8,
+                                                       int parity) {
   const int warp = lane / 32;
-  const uint64_t* const sp = (const uint64_t*)((const uint16_t*)srow + (uint64_t)lane * 4);
+  const uint64_t* const sp = (const uint64_t*)((const uint16_t*)a.sums + r0 + (uint64_t)lane * 4);
   const uint64_t* const rp =
       (const uint64_t*)((const uint16_t*)a.residualIn + r0 + (uint64_t)lane * 4);
   uint64_t* const hp = (uint64_t*)((uint16_t*)a.residualOut + r0 + (uint64_t)lane * 4);
@@ -244,8 +244,8 @@ template <purlinDataType_t D>
 static __device__ __forceinline__ void snacNormRowGeneral(const SnacTeam& t,
                                                        const purlinNormArgs_t& a,
                                                        SnacNormSmem* sm, int rt, int lane,
-                                                       bool active, uint64_t r0, const void* srow,
-                                                       bool vec, bool vec8, int* parityp) {
+                                                       bool active, uint64_t r0, bool vec,
+                                                       bool vec8, int* parityp) {
   const int warp = lane / 32;
   const uint32_t H = a.hidden, V = (H + SNAC_NORM_VEC - 1) / SNAC_NORM_VEC;
   const uint32_t blocks = (V + SNAC_NORM_LANES - 1) / SNAC_NORM_LANES;
@@ -265,7 +265,7 @@ static __device__ __forceinline__ void snacNormRowGeneral(const SnacTeam& t,
       if (!active || c0 + k >= mine) continue;
       uint32_t n;
       const uint64_t e = snacNormAt(lane, c0 + k, H, &n);
-      sv[k] = snacNormLoad(srow, e, n, vec);
+      sv[k] = snacNormLoad(a.sums, r0 + e, n, vec);
       rv[k] = snacNormLoad(a.residualIn, r0 + e, n, vec);
       wv[k] = snacNormLoad(a.weight, e, n, vec);
     }
@@ -326,6 +326,11 @@ static __device__ __forceinline__ void snacNormRowGeneral(const SnacTeam& t,
   }
 }
 
+/* The shapes of rows a caller of snacNormRows carries (its NB). */
+#define SNAC_NORM_ROWS_ANY 0      /* any shape: a switch over the rest */
+#define SNAC_NORM_ROWS_GENERAL -1 /* the general loop alone */
+/* 1 .. SNAC_NORM_CHUNK: that straight-line row alone */
+
 /* The epilogue over every row, by the whole team: CTA parts of a multiple
  * of SNAC_NORM_LANES threads, at most SNAC_NORM_MAX_TEAMS of them. Every
  * thread of the team calls it (rows and blocks are handed out in uniform
@@ -335,17 +340,22 @@ static __device__ __forceinline__ void snacNormRowGeneral(const SnacTeam& t,
  * vector's; each chunk's blocks are reduced by warp, then added block by
  * block in order behind one barrier.
  *
- * NB 0: any shape, rows of 1 to SNAC_NORM_CHUNK whole blocks with aligned
- * buffers (snacNormFastBlocks) straight-line, others by the general loop.
- * NB 1..SNAC_NORM_CHUNK: the caller has checked that snacNormFastBlocks
- * is NB, and the kernel carries only that straight-line row (the
- * epilogue-only kernel: with the general loop beside it, ptxas spilled
- * and a row of 8192 elements cost 3.9 us instead of 3.0,
- * bench/probes/norm_probe.cu). */
-template <purlinDataType_t D, int NB = 0>
+ * NB is the code the caller carries, and every form gives the same bits:
+ * SNAC_NORM_ROWS_ANY, rows of 1 to SNAC_NORM_CHUNK whole blocks with
+ * aligned buffers (snacNormFastBlocks) straight-line and others by the
+ * general loop (the device API and the fused kernels, one kernel for any
+ * shape); a count of blocks, the caller has checked that
+ * snacNormFastBlocks is NB and the kernel holds only that row;
+ * SNAC_NORM_ROWS_GENERAL, the caller has checked that it is 0 and the
+ * kernel holds only the general loop. The epilogue-only kernel takes one
+ * of the last two for each shape: with every form inlined beside each
+ * other, ptxas spilled (136-168 bytes of stack a thread) and a row of
+ * 8192 elements cost 3.9 us instead of 3.0 (bench/probes/norm_probe.cu). */
+template <purlinDataType_t D, int NB = SNAC_NORM_ROWS_ANY>
 static __device__ __forceinline__ void snacNormRows(const SnacTeam& t,
                                                     const purlinNormArgs_t& args,
                                                     SnacNormSmem* sm) {
+  static_assert(NB >= SNAC_NORM_ROWS_GENERAL && NB <= SNAC_NORM_CHUNK, "a row shape");
   /* The arguments in registers: read through the reference, every field
    * would be loaded again after each store (a store may alias it, for all
    * the compiler knows). */
@@ -356,160 +366,113 @@ static __device__ __forceinline__ void snacNormRows(const SnacTeam& t,
   const uint32_t H = a.hidden;
   const bool vec = snacNormVec(a);
   const bool vec8 = vec && ((uintptr_t)a.outFp8 & 3u) == 0;
-  const uint32_t fastBlocks = NB > 0 ? (uint32_t)NB : snacNormFastBlocks(a);
+  const uint32_t fastBlocks = NB == SNAC_NORM_ROWS_ANY ? snacNormFastBlocks(a) : 0;
   int parity = 0;
   for (uint64_t base = 0; base < a.rows; base += stride) {
     const uint64_t row = base + first;
     const bool active = row < a.rows;
     const uint64_t r0 = (active ? row : 0) * H;
-    const void* const srow = (const uint16_t*)a.sums + r0;
-    if (NB > 0) {
-      snacNormRowFast<D, (NB > 0 ? NB : 1)>(t, a, sm, rt, lane, active, r0, srow, vec8, parity);
+    if constexpr (NB > 0) {
+      snacNormRowFast<D, NB>(t, a, sm, rt, lane, active, r0, vec8, parity);
       parity ^= 1;
-      continue;
+    } else if constexpr (NB == SNAC_NORM_ROWS_GENERAL) {
+      snacNormRowGeneral<D>(t, a, sm, rt, lane, active, r0, vec, vec8, &parity);
+    } else {
+      switch (fastBlocks) {
+        case 0: snacNormRowGeneral<D>(t, a, sm, rt, lane, active, r0, vec, vec8, &parity); continue;
+        case 1: snacNormRowFast<D, 1>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 2: snacNormRowFast<D, 2>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 3: snacNormRowFast<D, 3>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 4: snacNormRowFast<D, 4>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 5: snacNormRowFast<D, 5>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 6: snacNormRowFast<D, 6>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 7: snacNormRowFast<D, 7>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        default: snacNormRowFast<D, 8>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+      }
+      parity ^= 1;
     }
-    switch (fastBlocks) {
-      case 0:
-        snacNormRowGeneral<D>(t, a, sm, rt, lane, active, r0, srow, vec, vec8, &parity);
-        continue;
-      case 1: snacNormRowFast<D, 1>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-      case 2: snacNormRowFast<D, 2>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-      case 3: snacNormRowFast<D, 3>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-      case 4: snacNormRowFast<D, 4>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-      case 5: snacNormRowFast<D, 5>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-      case 6: snacNormRowFast<D, 6>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-      case 7: snacNormRowFast<D, 7>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-      default: snacNormRowFast<D, 8>(t, a, sm, rt, lane, active, r0, srow, vec8, parity); break;
-    }
-    parity ^= 1;
   }
 }
 
 /* ------------------------------------------------------------------------
  * The epilogue as the small AllReduce's tail (snacLatencyAllReduceWith),
- * where every CTA of 256 threads holds one block of a row in each round:
- * with G threads in the team, thread g holds the sums of packet g + jG in
- * round j (elements 4(g + jG) .. +3), which is lane g % 256's vector of
- * block g / 256 + j * ctas. Each round computes its h and its block's sum
- * of squares from registers (a warp tree, then the warps left to right, as
- * snacNormRows does); after the last, the CTA publishes its blocks' sums
- * as flagged packets in this rank's own region of its latency half (the
- * region of source `me`, which no peer writes), warp j reads the sums of
- * round j's row in one round trip and adds them in block order, and every
- * thread finishes its packets from registers: there is one exchange
- * across CTAs whatever the rounds, no second read of the sums. The
- * launch's preconditions (purlinFusedLatencyLaunch): hidden a multiple of
- * SNAC_NORM_BLOCK and at most 32 blocks, count / SNAC_NORM_BLOCK blocks on
- * at most K rounds of CTAs of SNAC_NORM_LANES threads, 8-byte aligned
- * buffers (4-byte for the fp8 copy). Every CTA of the launch waits for
- * the others' block sums, so all must be resident together: K = 1 (at
- * most 128 registers a thread, bound for two CTAs an SM) takes up to
- * PURLIN_LATENCY_MAX_CTAS CTAs and at most twice the plan's. The kernels
- * instantiate K = 1 only: more rounds (about 175 registers with CUDA 13,
- * one CTA an SM, on the plan's CTAs) measured slower than the small
- * AllReduce followed by the epilogue-only kernel once that kernel's rows
- * were straight-line (bench/results/2026-12-04-h200-fused-epilogue), so
- * purlinFusedLatencyLaunch runs those shapes as the two kernels; the
- * template keeps its K for a resident caller that can hold the registers.
+ * a CTA of SNAC_NORM_LANES threads per block of a row, one round: with G
+ * threads in the team and P = G packets, thread g holds the sums of
+ * packet g (elements 4g .. 4g + 3), which is lane g % 256's vector of
+ * block g / 256 = the CTA's. The thread computes its h and the block's
+ * sum of squares from registers (a warp tree, then the warps left to
+ * right, as snacNormRows does); the CTA publishes its block's sum as a
+ * flagged packet in this rank's own region of its latency half (the
+ * region of source `me`, which no peer writes), warp 0 reads the sums of
+ * the row's blocks in one round trip and adds them in block order, and
+ * every thread finishes its packet from registers: one exchange across
+ * CTAs, no second read of the sums. The launch's preconditions
+ * (purlinFusedLatencyLaunch): hidden a multiple of SNAC_NORM_BLOCK and at
+ * most 32 blocks, count / SNAC_NORM_BLOCK CTAs of SNAC_NORM_LANES threads,
+ * at most PURLIN_LATENCY_MAX_CTAS, all resident together (each waits for
+ * the others' block sums; at most 128 registers a thread, bound for two
+ * CTAs an SM), 8-byte aligned buffers (4-byte for the fp8 copy). Past one
+ * round of CTAs the launch runs the small AllReduce and the
+ * epilogue-only kernel: a tail of several rounds (about 175 registers
+ * with CUDA 13, one CTA an SM) measured slower than those two once that
+ * kernel's rows were straight-line (16 x 4096, 32 x 4096, 16 x 8192 on an
+ * H200, 8 ranks: 16.8 / 30.6 / 30.0 us against 16.2 / 26.9 / 28.1,
+ * bench/results/2026-12-04-h200-fused-epilogue), and was removed.
  * ---------------------------------------------------------------------- */
-#define SNAC_NORM_MAX_ROUNDS PURLIN_LATENCY_SMALL_AR_PACKETS
-PURLIN_STATIC_ASSERT(SNAC_NORM_MAX_ROUNDS <= SNAC_NORM_CHUNK &&
-                         SNAC_NORM_MAX_ROUNDS <= SNAC_NORM_WARPS,
-                     "a round's warp sums, row scale and reading warp per chunk entry");
-template <purlinDataType_t D, int K>
+template <purlinDataType_t D>
 struct SnacNormBlocks {
-  /* K: the most rounds (1, or SNAC_NORM_MAX_ROUNDS); a thread keeps a
-   * residual and a sum vector for each. */
   const purlinNormArgs_t* a;
   SnacNormSmem* sm;
-  uint32_t G, P, rounds; /* the team's threads, the call's packets, ceil(P / G) */
-  uint32_t valid;        /* bit j: this thread holds round j's sums */
-  uint64_t res[K], h[K], w0;
+  uint64_t res, w; /* the thread's residual and weight vectors */
 
   __device__ __forceinline__ void init(const SnacTeam& t, const purlinNormArgs_t* args,
                                        SnacNormSmem* s) {
+    (void)t;
     a = args;
     sm = s;
-    G = (uint32_t)snacTeamThreads(t);
-    P = (uint32_t)(args->rows * args->hidden / SNAC_NORM_VEC);
-    rounds = K == 1 ? 1u : (P + G - 1) / G;
-    valid = 0;
   }
 
   __device__ __forceinline__ void pushed() {}
 
-  /* Every round's residual vector, before the AllReduce; with one round,
-   * its weight vector too (more rounds load theirs after the last, beside
-   * the exchange of block sums: registers for all would not leave the
-   * kernel of one round two CTAs an SM, which 8 ranks on one GPU need). */
+  /* The residual and weight vectors, before the AllReduce. */
   __device__ __forceinline__ void prefetch(uint64_t g, bool has) {
-#pragma unroll
-    for (int j = 0; j < K; ++j) {
-      res[j] = 0;
-      const uint32_t i = (uint32_t)g + (uint32_t)j * G;
-      if ((uint32_t)j < rounds && i < P) res[j] = ((const uint64_t*)a->residualIn)[i];
-    }
-    if (K == 1)
-      w0 = has ? ((const uint64_t*)a->weight)[(uint32_t)g % (a->hidden / SNAC_NORM_VEC)] : 0;
+    res = has ? ((const uint64_t*)a->residualIn)[g] : 0;
+    w = has ? ((const uint64_t*)a->weight)[(uint32_t)g % (a->hidden / SNAC_NORM_VEC)] : 0;
   }
 
-  /* Round j's h and its blocks' sums of squares, from registers (arrays
-   * selected without indexing them by a variable, which would move them to
-   * local memory); the last round publishes and finishes every round's. */
+  /* Packet i's h and its block's sum of squares, from registers; the
+   * block sums, published; the row's scale; the packet finished. */
   __device__ __forceinline__ void finish(const SnacTeam& t, const purlinLatencyArgs_t& la,
                                          uint64_t epoch, uint64_t i, bool ok, uint64_t m,
                                          uint64_t bits) {
     (void)m;
     const int lane = t.tid, warp = lane / 32;
-    const uint32_t j = K == 1 ? 0u : (uint32_t)i / G, g = (uint32_t)i - j * G;
-    uint64_t rj = 0, hj = 0;
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      if ((uint32_t)k == j) rj = res[k];
+    uint64_t h = 0;
     float part = 0.0f;
     if (ok) {
-      hj = snacNormResidual<D>(bits, rj, SNAC_NORM_VEC, &part);
-      ((uint64_t*)a->residualOut)[i] = hj;
-      valid |= 1u << j;
+      h = snacNormResidual<D>(bits, res, SNAC_NORM_VEC, &part);
+      ((uint64_t*)a->residualOut)[i] = h;
     }
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      if ((uint32_t)k == j) h[k] = hj;
     const float ws = cub::WarpReduce<float>(sm->reduce[warp]).Sum(part);
-    if ((lane & 31) == 0) sm->warpSum[0][0][j][warp] = ws;
-    __syncwarp(); /* the warp's temporary storage is reused next round */
-    if (j + 1 < rounds) return;
-
-    /* After the last round: the weights load (one round's are at hand);
-     * this CTA's block sums, published; then each round's row, its blocks
-     * in order. */
-    const uint32_t V = a->hidden / SNAC_NORM_VEC;
-    uint64_t w[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      w[k] = K == 1 ? w0
-                    : (valid >> k) & 1u ? ((const uint64_t*)a->weight)[(g + (uint32_t)k * G) % V]
-                                        : 0;
+    if ((lane & 31) == 0) sm->warpSum[0][0][0][warp] = ws;
     snacTeamSync(t);
     purlinDevComm_t* dc = la.devComm;
     const int me = la.rank;
-    const uint32_t blocks = P / SNAC_NORM_LANES, rowBlocks = a->hidden / SNAC_NORM_BLOCK;
+    const uint32_t blocks = (uint32_t)(a->rows * a->hidden / SNAC_NORM_BLOCK);
+    const uint32_t rowBlocks = a->hidden / SNAC_NORM_BLOCK;
     const uint32_t flag = snacLatencyFlag(epoch);
     const uint64_t region = snacRegionBytes(dc->latencyBytes, la.layout.nranks);
     uint64_t* mineAt = (uint64_t*)((char*)dc + dc->latencyOffset +
                                    (epoch & 1u) * dc->latencyBytes + (uint64_t)me * region);
-    if ((uint32_t)lane < rounds) {
-      const uint32_t b = (uint32_t)t.cta + (uint32_t)lane * (uint32_t)t.ctas;
-      if (b < blocks) {
-        const float* ws = sm->warpSum[0][0][lane];
-        float bs = ws[0];
+    const uint32_t b = (uint32_t)t.cta;
+    if (lane == 0 && b < blocks) {
+      const float* wsum = sm->warpSum[0][0][0];
+      float bs = wsum[0];
 #pragma unroll
-        for (int q = 1; q < SNAC_NORM_WARPS; ++q) bs = __fadd_rn(bs, ws[q]);
-        snacPacketStore(mineAt + 2 * b, (uint64_t)__float_as_uint(bs), flag);
-      }
+      for (int q = 1; q < SNAC_NORM_WARPS; ++q) bs = __fadd_rn(bs, wsum[q]);
+      snacPacketStore(mineAt + 2 * b, (uint64_t)__float_as_uint(bs), flag);
     }
-    const uint32_t b = (uint32_t)t.cta + (uint32_t)warp * (uint32_t)t.ctas;
-    if ((uint32_t)warp < rounds && b < blocks) {
+    if (warp == 0 && b < blocks) {
       const uint32_t first = b / rowBlocks * rowBlocks, l = (uint32_t)lane & 31u;
       float v = 0.0f;
       if (l < rowBlocks) {
@@ -523,14 +486,10 @@ struct SnacNormBlocks {
       float total = __shfl_sync(0xffffffffu, v, 0);
       for (uint32_t q = 1; q < rowBlocks; ++q)
         total = __fadd_rn(total, __shfl_sync(0xffffffffu, v, q));
-      if (l == 0) sm->r[warp] = snacNormScale(total, a->hidden, a->eps);
+      if (l == 0) sm->r = snacNormScale(total, a->hidden, a->eps);
     }
     snacTeamSync(t);
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      if ((valid >> k) & 1u)
-        snacNormFinish<D>(*a, 4 * ((uint64_t)g + (uint64_t)k * G), SNAC_NORM_VEC, true, true, h[k],
-                          w[k], sm->r[k]);
+    if (ok) snacNormFinish<D>(*a, 4 * i, SNAC_NORM_VEC, true, true, h, w, sm->r);
   }
 };
 

@@ -33,9 +33,9 @@
  * adds its partials as cub::WarpReduce does (offsets 1, 2, 4, 8, 16: a
  * pairwise tree); the block's sum is its 8 warp sums added left to right;
  * the row's sum is the block sums added left to right. A block is what one
- * CTA of the small AllReduce holds in registers in one round (a packet of
- * 4 elements per thread), so the decode-size kernel finishes the rows of
- * one round without a barrier across CTAs (fused.cuh, SnacNormBlocks).
+ * CTA of the small AllReduce holds in registers (a packet of 4 elements
+ * per thread), so the decode-size kernel finishes its rows without a
+ * barrier across CTAs (fused.cuh, SnacNormBlocks).
  * tests/gpu/fused_test computes the same on the host and compares bits.
  */
 #ifndef PURLIN_SNAC_FUSED_H_
@@ -110,10 +110,12 @@ PURLIN_FUSED_HD purlinNormArgs_t purlinNormArgsOf(const void* sums, const void* 
  * threads, the small routine when `smallAllReduce`, then the epilogue.
  * Rows of whole 1024-element blocks take the small routine with the
  * epilogue as its tail instead (fused.cuh, SnacNormBlocks): a CTA per
- * block up to twice `ctas` blocks; past that (up to 8 blocks a CTA) the
- * small routine's kernel, then the epilogue-only kernel, which measured
- * faster than the blocks' tail over several rounds once its rows were
- * straight-line (bench/results/2026-12-04-h200-fused-epilogue). */
+ * block up to twice `ctas` blocks (with the norm's buffers 8-byte
+ * aligned; else the fused kernel on those CTAs); past that (up to 8 blocks
+ * a CTA, any alignment of the norm's buffers) the small routine's kernel,
+ * then the epilogue-only kernel, which measured faster than the blocks'
+ * tail over several rounds once its rows were straight-line
+ * (bench/results/2026-12-04-h200-fused-epilogue). */
 cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
                                      const purlinNormArgs_t* norm, int ctas, int smallAllReduce,
                                      cudaStream_t stream);
@@ -122,8 +124,8 @@ cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
  * throughput path's AllReduce, after a session's (the megakernel's),
  * after the latency path's past one round of blocks, and as the unfused
  * baseline of bench/fused. Rows of 1 to 8 whole aligned blocks take a
- * kernel of that straight-line row alone (fused.cuh, snacNormRows). Needs
- * no communicator. */
+ * kernel of that straight-line row alone, other rows a kernel of the
+ * general loop alone (fused.cuh, snacNormRows). Needs no communicator. */
 cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream);
 
 /* Loads the fused latency kernels and the epilogue kernel on the current

@@ -312,8 +312,8 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
  * `valid` set where the thread holds that packet's sums (`m` bytes of it).
  * Every thread of the team runs the same rounds, so a tail may
  * synchronise the team; snac/fused.cuh's epilogue finishes rows there
- * instead (its prefetch loads every round's residual; its last round
- * finishes them all). */
+ * instead (SnacNormBlocks: its prefetch loads the thread's residual and
+ * weight; its one round finishes the rows). */
 struct SnacStoreSums {
   __device__ __forceinline__ void prefetch(uint64_t g, bool has) { (void)g, (void)has; }
   __device__ __forceinline__ void pushed() {}

@@ -1,46 +1,55 @@
 /*
  * norm_probe.cu -- what does the fused epilogue's row routine
  * (snac/fused.cuh, snacNormRows) cost by itself, against the bytes it
- * moves? One kernel per launch, timed with events over many launches:
+ * moves? One kernel per launch, in a graph of 200 launches, timed with
+ * events (the kernels' own time and a graph node's launch, not the host's
+ * launch rate). Columns:
  *
- *   param    the epilogue-only kernel's shape: snacNormRows on the
- *            kernel's __grid_constant__ parameter (as purlinNormKernel)
- *   local    the same routine on a copy of the arguments in registers
- *   twice    the routine twice in one kernel (the second pass warm)
- *   fast     the straight-line row (snacNormRowFast) alone in its kernel
+ *   any      snacNormRows in its any-shape form, on the kernel's
+ *            __grid_constant__ parameter: what the device API and the
+ *            fused kernels carry (every straight-line row and the
+ *            general loop, a switch over the shape)
+ *   kernel   the epilogue-only kernel's form for the shape, as
+ *            purlinNormLaunch picks it: the straight-line row of
+ *            snacNormFastBlocks blocks alone, or the general loop alone
+ *   twice    the any form twice in one kernel (the second pass warm:
+ *            twice - any is what a warm pass costs)
  *
- * for 1 and 128 rows of 4096 and 8192 bf16 elements, one row team pair a
- * CTA as purlinNormLaunch does. Build and run on a GPU machine:
+ * for 1 and 128 rows of bf16: hidden 1024-8192 (straight-line rows),
+ * 12288 and 16384 (past 8 blocks), 4000 (not whole blocks), 4098 (not
+ * whole 8-byte vectors) and 4096 with the sums 2 bytes off alignment (the
+ * general loop's scalar accesses), one row team pair a CTA as
+ * purlinNormLaunch does. Built with -DPROBE_OLD=1 and -I to an older
+ * tree's snac/ ahead of this one, it times that tree's snacNormRows
+ * (both columns the same routine), for an A/B in one run:
  *
  *   nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/norm_probe bench/probes/norm_probe.cu && /tmp/norm_probe
+ *   mkdir -p /tmp/old/snac && git show 7c72bf5:snac/fused.cuh > /tmp/old/snac/fused.cuh
+ *   nvcc -O3 -std=c++17 -arch=sm_90a -DPROBE_OLD=1 -I/tmp/old -I. -o /tmp/norm_old bench/probes/norm_probe.cu && /tmp/norm_old
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
 
 #include "snac/fused.cuh"
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e_ = (x);                                                      \
-    if (e_ != cudaSuccess) {                                                   \
+#ifndef PROBE_OLD
+#define PROBE_OLD 0
+#endif
+
+#define CK(x)                                                                    \
+  do {                                                                           \
+    cudaError_t e_ = (x);                                                        \
+    if (e_ != cudaSuccess) {                                                     \
       fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      return 1;                                                                \
-    }                                                                          \
+      return 1;                                                                  \
+    }                                                                            \
   } while (0)
 
-__global__ void __launch_bounds__(512) paramKernel(const __grid_constant__ purlinNormArgs_t a) {
+__global__ void __launch_bounds__(512) anyKernel(const __grid_constant__ purlinNormArgs_t a) {
   __shared__ SnacNormSmem sm;
   snacNormRows<purlinBfloat16>(snacTeamOfLaunch(), a, &sm);
 }
 
-__global__ void __launch_bounds__(512) localKernel(purlinNormArgs_t a) {
-  __shared__ SnacNormSmem sm;
-  const purlinNormArgs_t b = a;
-  snacNormRows<purlinBfloat16>(snacTeamOfLaunch(), b, &sm);
-}
-
-/* The routine twice on the same rows: the second pass finds its code
- * (and its data) warm, so twice - param is what a warm row costs. */
 __global__ void __launch_bounds__(512) twiceKernel(const __grid_constant__ purlinNormArgs_t a) {
   __shared__ SnacNormSmem sm;
   snacNormRows<purlinBfloat16>(snacTeamOfLaunch(), a, &sm);
@@ -48,34 +57,46 @@ __global__ void __launch_bounds__(512) twiceKernel(const __grid_constant__ purli
   snacNormRows<purlinBfloat16>(snacTeamOfLaunch(), a, &sm);
 }
 
-/* The straight-line row of NB blocks alone (snacNormRowFast), as a
- * kernel with nothing else in it: what the routine costs with registers to
- * itself. */
+#if !PROBE_OLD
+/* The epilogue-only kernel's shape (snac/fused.cu, purlinNormKernel). */
 template <int NB>
-__global__ void __launch_bounds__(512) fastKernel(const __grid_constant__ purlinNormArgs_t p) {
+__global__ void __launch_bounds__(512) shapeKernel(const __grid_constant__ purlinNormArgs_t a) {
   __shared__ SnacNormSmem sm;
-  const purlinNormArgs_t a = p;
-  const SnacTeam t = snacTeamOfLaunch();
-  const int rt = t.tid / SNAC_NORM_LANES, lane = t.tid % SNAC_NORM_LANES;
-  const uint64_t row = (uint64_t)blockIdx.x * 2 + rt;
-  const bool active = row < a.rows;
-  snacNormRowFast<purlinBfloat16, NB>(t, a, &sm, rt, lane, active, row * a.hidden,
-                                      (const uint16_t*)a.sums + row * a.hidden, true, 0);
+  snacNormRows<purlinBfloat16, NB>(snacTeamOfLaunch(), a, &sm);
 }
+
+static void launchShape(const purlinNormArgs_t& a, unsigned ctas, cudaStream_t st) {
+  switch (snacNormFastBlocks(a)) {
+    case 0: shapeKernel<SNAC_NORM_ROWS_GENERAL><<<ctas, 512, 0, st>>>(a); break;
+    case 1: shapeKernel<1><<<ctas, 512, 0, st>>>(a); break;
+    case 2: shapeKernel<2><<<ctas, 512, 0, st>>>(a); break;
+    case 3: shapeKernel<3><<<ctas, 512, 0, st>>>(a); break;
+    case 4: shapeKernel<4><<<ctas, 512, 0, st>>>(a); break;
+    case 5: shapeKernel<5><<<ctas, 512, 0, st>>>(a); break;
+    case 6: shapeKernel<6><<<ctas, 512, 0, st>>>(a); break;
+    case 7: shapeKernel<7><<<ctas, 512, 0, st>>>(a); break;
+    default: shapeKernel<8><<<ctas, 512, 0, st>>>(a); break;
+  }
+}
+#else
+static void launchShape(const purlinNormArgs_t& a, unsigned ctas, cudaStream_t st) {
+  anyKernel<<<ctas, 512, 0, st>>>(a);
+}
+#endif
 
 __global__ void emptyKernel(void) {}
 
 int main(void) {
-  const size_t maxRows = 128, maxH = 8192, cap = maxRows * maxH;
+  const size_t maxRows = 128, maxH = 16384, cap = maxRows * maxH + 8;
   uint16_t *s, *r, *w, *o, *ro;
   CK(cudaMalloc(&s, cap * 2));
   CK(cudaMalloc(&r, cap * 2));
-  CK(cudaMalloc(&w, maxH * 2));
+  CK(cudaMalloc(&w, maxH * 2 + 16));
   CK(cudaMalloc(&o, cap * 2));
   CK(cudaMalloc(&ro, cap * 2));
   CK(cudaMemset(s, 0x3c, cap * 2));
   CK(cudaMemset(r, 0x3c, cap * 2));
-  CK(cudaMemset(w, 0x3c, maxH * 2));
+  CK(cudaMemset(w, 0x3c, maxH * 2 + 16));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -83,20 +104,15 @@ int main(void) {
   float ms = 0;
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  /* Every timing is a graph of `iters` launches, replayed: the kernels'
-   * own time and a graph node's launch, not the host's launch rate. */
   auto timeGraph = [&](int which, purlinNormArgs_t a, unsigned ctas, float* us) -> cudaError_t {
     cudaGraph_t g;
     cudaGraphExec_t x;
     cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) return e;
     for (int i = 0; i < iters; ++i) {
-      if (which == 0) paramKernel<<<ctas, 512, 0, st>>>(a);
-      else if (which == 1) localKernel<<<ctas, 512, 0, st>>>(a);
-      else if (which == 3) twiceKernel<<<ctas, 512, 0, st>>>(a);
-      else if (which == 4 && a.hidden == 1024) fastKernel<1><<<ctas, 512, 0, st>>>(a);
-      else if (which == 4 && a.hidden == 4096) fastKernel<4><<<ctas, 512, 0, st>>>(a);
-      else if (which == 4) fastKernel<8><<<ctas, 512, 0, st>>>(a);
+      if (which == 0) anyKernel<<<ctas, 512, 0, st>>>(a);
+      else if (which == 1) launchShape(a, ctas, st);
+      else if (which == 2) twiceKernel<<<ctas, 512, 0, st>>>(a);
       else emptyKernel<<<1, 32, 0, st>>>();
     }
     e = cudaStreamEndCapture(st, &g);
@@ -117,23 +133,29 @@ int main(void) {
     return cudaSuccess;
   };
   float empty = 0;
-  purlinNormArgs_t none = purlinNormArgsOf(s, r, w, o, ro, NULL, maxH, maxH, purlinBfloat16,
-                                           1e-6f, 1.0f);
-  CK(timeGraph(2, none, 1, &empty));
-  printf("empty kernel in a graph: %.2f us a node\n", empty);
-  printf("%6s %6s %10s %10s %10s %10s %12s\n", "rows", "hidden", "param us", "local us",
-         "twice us", "fast us", "GB/s (best)");
-  for (size_t H : {(size_t)1024, (size_t)4096, (size_t)8192}) {
+  purlinNormArgs_t none =
+      purlinNormArgsOf(s, r, w, o, ro, NULL, 1024, 1024, purlinBfloat16, 1e-6f, 1.0f);
+  CK(timeGraph(3, none, 1, &empty));
+  printf("%s routine; empty kernel in a graph: %.2f us a node\n", PROBE_OLD ? "old" : "this tree's",
+         empty);
+  printf("%6s %6s %5s %10s %10s %10s %12s\n", "rows", "hidden", "off", "any us", "kernel us",
+         "twice us", "GB/s (best)");
+  struct Shape {
+    size_t H;
+    int off; /* the sums' misalignment, elements */
+  };
+  const Shape shapes[] = {{1024, 0}, {4096, 0},  {8192, 0}, {12288, 0},
+                          {16384, 0}, {4000, 0}, {4098, 0}, {4096, 1}};
+  for (const Shape& sh : shapes) {
     for (size_t rows : {(size_t)1, (size_t)128}) {
-      purlinNormArgs_t a = purlinNormArgsOf(s, r, w, o, ro, NULL, rows * H, H, purlinBfloat16,
-                                            1e-6f, 1.0f);
+      purlinNormArgs_t a = purlinNormArgsOf(s + sh.off, r, w, o, ro, NULL, rows * sh.H, sh.H,
+                                            purlinBfloat16, 1e-6f, 1.0f);
       const unsigned ctas = (unsigned)((rows + 1) / 2);
-      float t[5];
-      for (int v = 0; v < 5; ++v)
-        if (v != 2) CK(timeGraph(v, a, ctas, &t[v]));
-      const double bytes = 4.0 * rows * H * 2;
+      float t[3];
+      for (int v = 0; v < 3; ++v) CK(timeGraph(v, a, ctas, &t[v]));
+      const double bytes = 4.0 * rows * sh.H * 2;
       const double best = t[0] < t[1] ? t[0] : t[1];
-      printf("%6zu %6zu %10.2f %10.2f %10.2f %10.2f %12.1f\n", rows, H, t[0], t[1], t[3], t[4],
+      printf("%6zu %6zu %5d %10.2f %10.2f %10.2f %12.1f\n", rows, sh.H, sh.off, t[0], t[1], t[2],
              bytes / best / 1e3);
     }
   }
