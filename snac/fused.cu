@@ -14,8 +14,12 @@
 PURLIN_STATIC_ASSERT(PURLIN_LATENCY_THREADS % SNAC_NORM_LANES == 0 &&
                          PURLIN_LATENCY_THREADS / SNAC_NORM_LANES <= SNAC_NORM_MAX_TEAMS,
                      "a latency CTA holds whole row teams");
-/* The epilogue-only kernel's CTAs. */
+/* The epilogue-only kernel's CTAs: two row teams; one for rows of more
+ * than SNAC_NORM_CHUNK straight-line blocks, whose registers (h and w of
+ * up to 16 vectors a lane) spill past 128 a thread (ptxas: 160 bytes of
+ * stack at 16 blocks), the most a 512-thread CTA may hold. */
 #define NORM_THREADS (SNAC_NORM_MAX_TEAMS * SNAC_NORM_LANES)
+#define NORM_THREADS_OF(nb) ((nb) > SNAC_NORM_CHUNK ? SNAC_NORM_LANES : NORM_THREADS)
 /* Rounds of the plan's CTAs up to which a fused call of whole blocks runs
  * as the small AllReduce and the epilogue-only kernel (measured faster
  * than one kernel with the epilogue as the rounds' tail); past them, the
@@ -71,13 +75,13 @@ __global__ void __launch_bounds__(SNAC_NORM_LANES, 2)
   snacEpochEnd(a.devComm, t, epoch);
 }
 
-/* NB: the rows' shape (snacNormRows): SNAC_NORM_ROWS_GENERAL or a count
- * of straight-line blocks. */
-template <purlinDataType_t D, int NB>
-__global__ void __launch_bounds__(NORM_THREADS)
+/* NB, SHORT: the rows' shape (snacNormRows): SNAC_NORM_ROWS_GENERAL, or
+ * a count of straight-line blocks, the last short or not. */
+template <purlinDataType_t D, int NB, bool SHORT>
+__global__ void __launch_bounds__(NORM_THREADS_OF(NB))
     purlinNormKernel(const __grid_constant__ purlinNormArgs_t a) {
   __shared__ SnacNormSmem sm;
-  snacNormRows<D, NB>(snacTeamOfLaunch(), a, &sm);
+  snacNormRows<D, NB, SHORT>(snacTeamOfLaunch(), a, &sm);
 }
 
 namespace {
@@ -191,41 +195,49 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
 }
 
 /* The epilogue-only kernel of every datatype and row shape: for nb 1 to
- * SNAC_NORM_CHUNK (snacNormFastBlocks) the straight-line row of nb
- * blocks, for 0 the general loop alone. */
+ * SNAC_NORM_FAST_MAX (snacNormFastBlocks) the straight-line row of nb
+ * blocks (whole, or the last short), for 0 the general loop alone. */
 template <purlinDataType_t D>
 struct NormKernels {
   typedef void (*Kernel)(const purlinNormArgs_t);
-  static Kernel of(uint32_t nb) {
-    switch (nb) {
-      case 0: return purlinNormKernel<D, SNAC_NORM_ROWS_GENERAL>;
-      case 1: return purlinNormKernel<D, 1>;
-      case 2: return purlinNormKernel<D, 2>;
-      case 3: return purlinNormKernel<D, 3>;
-      case 4: return purlinNormKernel<D, 4>;
-      case 5: return purlinNormKernel<D, 5>;
-      case 6: return purlinNormKernel<D, 6>;
-      case 7: return purlinNormKernel<D, 7>;
-      default: return purlinNormKernel<D, 8>;
-    }
+  template <bool SHORT>
+  static Kernel pick(uint32_t nb) {
+    static const Kernel k[SNAC_NORM_FAST_MAX + 1] = {
+        purlinNormKernel<D, SNAC_NORM_ROWS_GENERAL, false>,
+        purlinNormKernel<D, 1, SHORT>,  purlinNormKernel<D, 2, SHORT>,
+        purlinNormKernel<D, 3, SHORT>,  purlinNormKernel<D, 4, SHORT>,
+        purlinNormKernel<D, 5, SHORT>,  purlinNormKernel<D, 6, SHORT>,
+        purlinNormKernel<D, 7, SHORT>,  purlinNormKernel<D, 8, SHORT>,
+        purlinNormKernel<D, 9, SHORT>,  purlinNormKernel<D, 10, SHORT>,
+        purlinNormKernel<D, 11, SHORT>, purlinNormKernel<D, 12, SHORT>,
+        purlinNormKernel<D, 13, SHORT>, purlinNormKernel<D, 14, SHORT>,
+        purlinNormKernel<D, 15, SHORT>, purlinNormKernel<D, 16, SHORT>};
+    return k[nb <= SNAC_NORM_FAST_MAX ? nb : 0];
+  }
+  /* nb: snacNormFastBlocks; shortRow: the row's last block is short. */
+  static Kernel of(uint32_t nb, bool shortRow) {
+    return shortRow ? pick<true>(nb) : pick<false>(nb);
   }
 };
-PURLIN_STATIC_ASSERT(SNAC_NORM_CHUNK == 8, "NormKernels has a kernel per straight-line shape");
+PURLIN_STATIC_ASSERT(SNAC_NORM_FAST_MAX == 16, "NormKernels has a kernel per straight-line shape");
 
-/* One CTA per row team pair, up to the GPU's worth: the epilogue is a
- * stream over rows, each row a round trip of its own. */
+/* One CTA per row team pair (per row team for rows past SNAC_NORM_CHUNK
+ * straight-line blocks), up to 1024 CTAs: the epilogue is a stream over
+ * rows, each row a round trip of its own. */
 extern "C" cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream) {
-  const uint64_t teams = NORM_THREADS / SNAC_NORM_LANES;
+  const uint32_t nb = snacNormFastBlocks(*norm);
+  const bool shortRow = norm->hidden % SNAC_NORM_BLOCK != 0;
+  const unsigned threads = NORM_THREADS_OF(nb);
+  const uint64_t teams = threads / SNAC_NORM_LANES;
   uint64_t ctas = (norm->rows + teams - 1) / teams;
   if (ctas < 1) ctas = 1;
   if (ctas > 1024) ctas = 1024;
-  const uint32_t nb = snacNormFastBlocks(*norm);
   switch (norm->dtype) {
     case purlinFloat16:
-      NormKernels<purlinFloat16>::of(nb)<<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
+      NormKernels<purlinFloat16>::of(nb, shortRow)<<<(unsigned)ctas, threads, 0, stream>>>(*norm);
       break;
     case purlinBfloat16:
-      NormKernels<purlinBfloat16>::of(nb)<<<(unsigned)ctas, NORM_THREADS, 0, stream>>>(*norm);
+      NormKernels<purlinBfloat16>::of(nb, shortRow)<<<(unsigned)ctas, threads, 0, stream>>>(*norm);
       break;
     default: return cudaErrorInvalidValue;
   }
@@ -240,9 +252,11 @@ extern "C" cudaError_t purlinFusedPreload(void) {
   err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false>);
   err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16>);
   err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16>);
-  for (uint32_t nb = 0; nb <= SNAC_NORM_CHUNK; ++nb) {
-    err = keep(err, (const void*)NormKernels<purlinFloat16>::of(nb));
-    err = keep(err, (const void*)NormKernels<purlinBfloat16>::of(nb));
+  for (uint32_t nb = 0; nb <= SNAC_NORM_FAST_MAX; ++nb) {
+    for (int shortRow = 0; shortRow < 2; ++shortRow) {
+      err = keep(err, (const void*)NormKernels<purlinFloat16>::of(nb, shortRow != 0));
+      err = keep(err, (const void*)NormKernels<purlinBfloat16>::of(nb, shortRow != 0));
+    }
   }
   return err;
 }

@@ -45,9 +45,16 @@
 /* Elements of one block of a row (fused.h): a lane's vector in each. */
 #define SNAC_NORM_BLOCK (SNAC_NORM_LANES * SNAC_NORM_VEC)
 
+/* Blocks of a row that snacNormRowFast finishes straight-line, at most:
+ * rows up to 16384 elements (the issue's decode shapes: hidden 2048 to
+ * 16384). The any-shape form of snacNormRows carries rows of up to
+ * SNAC_NORM_CHUNK blocks only (its kernels hold the general loop too). */
+#define SNAC_NORM_FAST_MAX 16
+
 struct SnacNormSmem {
-  /* Warp sums of a chunk's blocks, double-buffered by barrier. */
-  float warpSum[2][SNAC_NORM_MAX_TEAMS][SNAC_NORM_CHUNK][SNAC_NORM_WARPS];
+  /* Warp sums of a chunk's blocks (of a straight-line row's, up to
+   * SNAC_NORM_FAST_MAX), double-buffered by barrier. */
+  float warpSum[2][SNAC_NORM_MAX_TEAMS][SNAC_NORM_FAST_MAX][SNAC_NORM_WARPS];
   typename cub::WarpReduce<float>::TempStorage reduce[SNAC_NORM_MAX_TEAMS * SNAC_NORM_WARPS];
   float r; /* the blocks tail: the CTA's row's 1 / sqrt(mean + eps) */
 };
@@ -150,34 +157,40 @@ static __host__ __device__ __forceinline__ bool snacNormVec(const purlinNormArgs
 }
 
 /* Blocks of a row that snacNormRowFast finishes straight-line (1 to
- * SNAC_NORM_CHUNK whole blocks, 8-byte vectors), or 0: the general loop.
- * Host and device. */
+ * SNAC_NORM_FAST_MAX blocks, the last possibly short, 8-byte vectors), or
+ * 0: the general loop. Host and device. */
 static __host__ __device__ __forceinline__ uint32_t snacNormFastBlocks(const purlinNormArgs_t& a) {
-  return snacNormVec(a) && a.hidden % SNAC_NORM_BLOCK == 0 &&
-                 a.hidden / SNAC_NORM_BLOCK <= SNAC_NORM_CHUNK
-             ? a.hidden / SNAC_NORM_BLOCK
+  return snacNormVec(a) && a.hidden <= SNAC_NORM_FAST_MAX * SNAC_NORM_BLOCK
+             ? (a.hidden + SNAC_NORM_BLOCK - 1) / SNAC_NORM_BLOCK
              : 0;
 }
 
-/* One row of exactly NB whole blocks (hidden = NB * SNAC_NORM_BLOCK, NB
- * <= SNAC_NORM_CHUNK) with every buffer 8-byte aligned: the general loop's
- * arithmetic in the same order, as straight-line code inlined into the
- * kernel, with few registers live: the row's sums and residuals are all
- * loaded at once and die into h; the weights load while the warps reduce;
- * the NB warp trees are interleaved (butterflies: lane 0 of each adds the
- * same operands in the same order as the shfl-down tree of fused.h, and
- * IEEE addition commutes). The general loop, a call with a stack frame
- * and spills on 512-thread CTAs (128 registers), ran a row of 8 blocks in
- * ~8 us on an H200, its stack going to L2 (bench/probes/norm_probe.cu).
- * Every thread of the team calls it, for an `active` row or not (the
- * barrier). */
-template <purlinDataType_t D, int NB>
+/* One row of NB blocks (hidden / SNAC_NORM_BLOCK rounded up is NB <=
+ * SNAC_NORM_FAST_MAX; the last block may be short where SHORT: a guard
+ * on it that whole rows do without, 0.1-0.2 us a row on an H200) with
+ * every buffer
+ * 8-byte aligned and hidden a multiple of SNAC_NORM_VEC: the general
+ * loop's arithmetic in the same order, as straight-line code inlined into
+ * the kernel, with few registers live: the row's sums and residuals are
+ * all loaded at once and die into h; the weights load while the warps
+ * reduce; the NB warp trees are interleaved (butterflies: lane 0 of each
+ * adds the same operands in the same order as the shfl-down tree of
+ * fused.h, and IEEE addition commutes); a lane past the short block's end
+ * adds 0, as in the general loop. The general loop, a call with a stack
+ * frame and spills on 512-thread CTAs (128 registers), ran a row of 8
+ * blocks in ~8 us on an H200, its stack going to L2
+ * (bench/probes/norm_probe.cu). Every thread of the team calls it, for an
+ * `active` row or not (the barrier). */
+template <purlinDataType_t D, int NB, bool SHORT>
 static __device__ __forceinline__ void snacNormRowFast(const SnacTeam& t,
                                                        const purlinNormArgs_t& a,
                                                        SnacNormSmem* sm, int rt, int lane,
                                                        bool active, uint64_t r0, bool vec8,
                                                        int parity) {
   const int warp = lane / 32;
+  /* Does this lane have a vector in the last block? */
+  const bool tail = !SHORT || (uint32_t)lane + (uint32_t)(NB - 1) * SNAC_NORM_LANES <
+                                  a.hidden / SNAC_NORM_VEC;
   const uint64_t* const sp = (const uint64_t*)((const uint16_t*)a.sums + r0 + (uint64_t)lane * 4);
   const uint64_t* const rp =
       (const uint64_t*)((const uint16_t*)a.residualIn + r0 + (uint64_t)lane * 4);
@@ -190,21 +203,23 @@ static __device__ __forceinline__ void snacNormRowFast(const SnacTeam& t,
     uint64_t sv[NB], rv[NB];
 #pragma unroll
     for (int k = 0; k < NB; ++k) {
-      sv[k] = active ? sp[k * SNAC_NORM_LANES] : 0;
-      rv[k] = active ? rp[k * SNAC_NORM_LANES] : 0;
+      const bool has = active && (k < NB - 1 || tail);
+      sv[k] = has ? sp[k * SNAC_NORM_LANES] : 0;
+      rv[k] = has ? rp[k * SNAC_NORM_LANES] : 0;
     }
 #pragma unroll
     for (int k = 0; k < NB; ++k) {
       part[k] = 0.0f;
-      h[k] = snacNormResidual<D>(sv[k], rv[k], SNAC_NORM_VEC, &part[k]);
+      h[k] = k < NB - 1 || tail ? snacNormResidual<D>(sv[k], rv[k], SNAC_NORM_VEC, &part[k]) : 0;
     }
   }
   if (active) {
 #pragma unroll
-    for (int k = 0; k < NB; ++k) hp[k * SNAC_NORM_LANES] = h[k];
+    for (int k = 0; k < NB; ++k)
+      if (k < NB - 1 || tail) hp[k * SNAC_NORM_LANES] = h[k];
   }
 #pragma unroll
-  for (int k = 0; k < NB; ++k) w[k] = active ? wp[k * SNAC_NORM_LANES] : 0;
+  for (int k = 0; k < NB; ++k) w[k] = active && (k < NB - 1 || tail) ? wp[k * SNAC_NORM_LANES] : 0;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
 #pragma unroll
@@ -229,6 +244,7 @@ static __device__ __forceinline__ void snacNormRowFast(const SnacTeam& t,
   const float r = snacNormScale(total, a.hidden, a.eps);
 #pragma unroll
   for (int k = 0; k < NB; ++k) {
+    if (k == NB - 1 && !tail) break;
     const uint64_t e = ((uint64_t)lane + (uint64_t)k * SNAC_NORM_LANES) * SNAC_NORM_VEC;
     snacNormFinish<D>(a, r0 + e, SNAC_NORM_VEC, true, vec8, h[k], w[k], r);
   }
@@ -329,7 +345,7 @@ static __device__ __forceinline__ void snacNormRowGeneral(const SnacTeam& t,
 /* The shapes of rows a caller of snacNormRows carries (its NB). */
 #define SNAC_NORM_ROWS_ANY 0      /* any shape: a switch over the rest */
 #define SNAC_NORM_ROWS_GENERAL -1 /* the general loop alone */
-/* 1 .. SNAC_NORM_CHUNK: that straight-line row alone */
+/* 1 .. SNAC_NORM_FAST_MAX: that straight-line row alone */
 
 /* The epilogue over every row, by the whole team: CTA parts of a multiple
  * of SNAC_NORM_LANES threads, at most SNAC_NORM_MAX_TEAMS of them. Every
@@ -341,21 +357,22 @@ static __device__ __forceinline__ void snacNormRowGeneral(const SnacTeam& t,
  * block in order behind one barrier.
  *
  * NB is the code the caller carries, and every form gives the same bits:
- * SNAC_NORM_ROWS_ANY, rows of 1 to SNAC_NORM_CHUNK whole blocks with
- * aligned buffers (snacNormFastBlocks) straight-line and others by the
- * general loop (the device API and the fused kernels, one kernel for any
- * shape); a count of blocks, the caller has checked that
- * snacNormFastBlocks is NB and the kernel holds only that row;
+ * SNAC_NORM_ROWS_ANY, rows of 1 to SNAC_NORM_CHUNK blocks with aligned
+ * buffers (snacNormFastBlocks) straight-line and others by the general
+ * loop (the device API and the fused kernels, one kernel for any shape);
+ * a count of blocks (1 to SNAC_NORM_FAST_MAX), the caller has checked
+ * that snacNormFastBlocks is NB (and, with SHORT false, that the rows are
+ * whole blocks) and the kernel holds only that row;
  * SNAC_NORM_ROWS_GENERAL, the caller has checked that it is 0 and the
  * kernel holds only the general loop. The epilogue-only kernel takes one
  * of the last two for each shape: with every form inlined beside each
  * other, ptxas spilled (136-168 bytes of stack a thread) and a row of
  * 8192 elements cost 3.9 us instead of 3.0 (bench/probes/norm_probe.cu). */
-template <purlinDataType_t D, int NB = SNAC_NORM_ROWS_ANY>
+template <purlinDataType_t D, int NB = SNAC_NORM_ROWS_ANY, bool SHORT = true>
 static __device__ __forceinline__ void snacNormRows(const SnacTeam& t,
                                                     const purlinNormArgs_t& args,
                                                     SnacNormSmem* sm) {
-  static_assert(NB >= SNAC_NORM_ROWS_GENERAL && NB <= SNAC_NORM_CHUNK, "a row shape");
+  static_assert(NB >= SNAC_NORM_ROWS_GENERAL && NB <= SNAC_NORM_FAST_MAX, "a row shape");
   /* The arguments in registers: read through the reference, every field
    * would be loaded again after each store (a store may alias it, for all
    * the compiler knows). */
@@ -373,21 +390,21 @@ static __device__ __forceinline__ void snacNormRows(const SnacTeam& t,
     const bool active = row < a.rows;
     const uint64_t r0 = (active ? row : 0) * H;
     if constexpr (NB > 0) {
-      snacNormRowFast<D, NB>(t, a, sm, rt, lane, active, r0, vec8, parity);
+      snacNormRowFast<D, NB, SHORT>(t, a, sm, rt, lane, active, r0, vec8, parity);
       parity ^= 1;
     } else if constexpr (NB == SNAC_NORM_ROWS_GENERAL) {
       snacNormRowGeneral<D>(t, a, sm, rt, lane, active, r0, vec, vec8, &parity);
     } else {
-      switch (fastBlocks) {
+      switch (fastBlocks > SNAC_NORM_CHUNK ? 0 : fastBlocks) {
         case 0: snacNormRowGeneral<D>(t, a, sm, rt, lane, active, r0, vec, vec8, &parity); continue;
-        case 1: snacNormRowFast<D, 1>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
-        case 2: snacNormRowFast<D, 2>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
-        case 3: snacNormRowFast<D, 3>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
-        case 4: snacNormRowFast<D, 4>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
-        case 5: snacNormRowFast<D, 5>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
-        case 6: snacNormRowFast<D, 6>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
-        case 7: snacNormRowFast<D, 7>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
-        default: snacNormRowFast<D, 8>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 1: snacNormRowFast<D, 1, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 2: snacNormRowFast<D, 2, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 3: snacNormRowFast<D, 3, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 4: snacNormRowFast<D, 4, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 5: snacNormRowFast<D, 5, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 6: snacNormRowFast<D, 6, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        case 7: snacNormRowFast<D, 7, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
+        default: snacNormRowFast<D, 8, true>(t, a, sm, rt, lane, active, r0, vec8, parity); break;
       }
       parity ^= 1;
     }

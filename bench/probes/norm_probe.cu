@@ -11,14 +11,15 @@
  *            general loop, a switch over the shape)
  *   kernel   the epilogue-only kernel's form for the shape, as
  *            purlinNormLaunch picks it: the straight-line row of
- *            snacNormFastBlocks blocks alone, or the general loop alone
+ *            snacNormFastBlocks blocks alone (rows of up to 16 blocks,
+ *            the last possibly short), or the general loop alone
  *   twice    the any form twice in one kernel (the second pass warm:
  *            twice - any is what a warm pass costs)
  *
- * for 1 and 128 rows of bf16: hidden 1024-8192 (straight-line rows),
- * 12288 and 16384 (past 8 blocks), 4000 (not whole blocks), 4098 (not
- * whole 8-byte vectors) and 4096 with the sums 2 bytes off alignment (the
- * general loop's scalar accesses), one row team pair a CTA as
+ * for 1 and 128 rows of bf16: hidden 1024-8192, 12288 and 16384 (past
+ * the any form's 8 straight-line blocks), 4000 and 3584 (a short last
+ * block), 4098 (not whole 8-byte vectors) and 4096 with the sums 2 bytes
+ * off alignment (the general loop's scalar accesses), one row team pair a CTA as
  * purlinNormLaunch does. Built with -DPROBE_OLD=1 and -I to an older
  * tree's snac/ ahead of this one, it times that tree's snacNormRows
  * (both columns the same routine), for an A/B in one run:
@@ -59,24 +60,30 @@ __global__ void __launch_bounds__(512) twiceKernel(const __grid_constant__ purli
 
 #if !PROBE_OLD
 /* The epilogue-only kernel's shape (snac/fused.cu, purlinNormKernel). */
-template <int NB>
-__global__ void __launch_bounds__(512) shapeKernel(const __grid_constant__ purlinNormArgs_t a) {
+template <int NB, bool SHORT>
+__global__ void __launch_bounds__(NB > SNAC_NORM_CHUNK ? 256 : 512) shapeKernel(const __grid_constant__ purlinNormArgs_t a) {
   __shared__ SnacNormSmem sm;
-  snacNormRows<purlinBfloat16, NB>(snacTeamOfLaunch(), a, &sm);
+  snacNormRows<purlinBfloat16, NB, SHORT>(snacTeamOfLaunch(), a, &sm);
+}
+
+template <int NB, bool SHORT>
+static void launchFrom(uint32_t nb, const purlinNormArgs_t& a, unsigned ctas, cudaStream_t st) {
+  if constexpr (NB <= SNAC_NORM_FAST_MAX) {
+    /* Past SNAC_NORM_CHUNK blocks, a row team a CTA (fused.cu). */
+    if (nb == (uint32_t)NB && NB > SNAC_NORM_CHUNK)
+      shapeKernel<NB, SHORT><<<2 * ctas, 256, 0, st>>>(a);
+    else if (nb == (uint32_t)NB)
+      shapeKernel<NB, SHORT><<<ctas, 512, 0, st>>>(a);
+    else
+      launchFrom<NB + 1, SHORT>(nb, a, ctas, st);
+  }
 }
 
 static void launchShape(const purlinNormArgs_t& a, unsigned ctas, cudaStream_t st) {
-  switch (snacNormFastBlocks(a)) {
-    case 0: shapeKernel<SNAC_NORM_ROWS_GENERAL><<<ctas, 512, 0, st>>>(a); break;
-    case 1: shapeKernel<1><<<ctas, 512, 0, st>>>(a); break;
-    case 2: shapeKernel<2><<<ctas, 512, 0, st>>>(a); break;
-    case 3: shapeKernel<3><<<ctas, 512, 0, st>>>(a); break;
-    case 4: shapeKernel<4><<<ctas, 512, 0, st>>>(a); break;
-    case 5: shapeKernel<5><<<ctas, 512, 0, st>>>(a); break;
-    case 6: shapeKernel<6><<<ctas, 512, 0, st>>>(a); break;
-    case 7: shapeKernel<7><<<ctas, 512, 0, st>>>(a); break;
-    default: shapeKernel<8><<<ctas, 512, 0, st>>>(a); break;
-  }
+  const uint32_t nb = snacNormFastBlocks(a);
+  if (nb == 0) shapeKernel<SNAC_NORM_ROWS_GENERAL, false><<<ctas, 512, 0, st>>>(a);
+  else if (a.hidden % SNAC_NORM_BLOCK != 0) launchFrom<1, true>(nb, a, ctas, st);
+  else launchFrom<1, false>(nb, a, ctas, st);
 }
 #else
 static void launchShape(const purlinNormArgs_t& a, unsigned ctas, cudaStream_t st) {
@@ -144,8 +151,8 @@ int main(void) {
     size_t H;
     int off; /* the sums' misalignment, elements */
   };
-  const Shape shapes[] = {{1024, 0}, {4096, 0},  {8192, 0}, {12288, 0},
-                          {16384, 0}, {4000, 0}, {4098, 0}, {4096, 1}};
+  const Shape shapes[] = {{1024, 0},  {4096, 0}, {8192, 0}, {12288, 0}, {16384, 0},
+                          {3584, 0},  {4000, 0}, {4098, 0}, {4096, 1}};
   for (const Shape& sh : shapes) {
     for (size_t rows : {(size_t)1, (size_t)128}) {
       purlinNormArgs_t a = purlinNormArgsOf(s + sh.off, r, w, o, ro, NULL, rows * sh.H, sh.H,

@@ -410,12 +410,17 @@ int main(void) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   const purlinDataType_t f16 = purlinFloat16, bf = purlinBfloat16;
   /* Decode shapes and edges: one token; odd rows (scalar loads); rows past
-   * the registers (20000 > 16384); several rows per row team. */
+   * the registers (20000 > 16384); several rows per row team; a short
+   * last block (1000, 512, 2560, 3584) and rows of 9-16 blocks, the
+   * epilogue kernel's straight-line rows of a row team a CTA (14848 =
+   * 14.5 blocks, 12288, 16384). */
   std::vector<Case> small = {
       {bf, 1, 4096, false, 0, false, false},  {f16, 1, 2048, true, 0, false, false},
       {bf, 3, 5, true, 0, false, false},      {bf, 2, 1000, false, 1, false, false},
       {f16, 4, 512, true, 2, false, false},   {bf, 4, 512, false, 3, false, false},
       {bf, 8, 1024, true, 0, false, false},   {bf, 1, 16384, false, 0, false, false},
+      {bf, 2, 2560, true, 0, false, false},   {f16, 3, 3584, false, 1, false, false},
+      {bf, 3, 14848, true, 2, false, false},
   };
   std::vector<Case> large = small;
   large.push_back({bf, 16, 4096, true, 0, false, false});
