@@ -23,7 +23,8 @@ PURLIN_STATIC_ASSERT(PURLIN_LATENCY_THREADS % SNAC_NORM_LANES == 0 &&
 /* Rounds of the plan's CTAs up to which a fused call of whole blocks runs
  * as the small AllReduce and the epilogue-only kernel (measured faster
  * than one kernel with the epilogue as the rounds' tail); past them, the
- * fused kernel of the plan's routine. */
+ * fused kernel of the plan's routine (or, for rows of 9-16 blocks, the
+ * plan's routine and the epilogue-only kernel). */
 #define FUSED_TWO_KERNEL_ROUNDS PURLIN_LATENCY_SMALL_AR_PACKETS
 
 namespace {
@@ -138,9 +139,20 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * up to twice the plan's CTAs. */
   const bool oneRound =
       byShape && blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
-  const bool twoKernels =
+  /* Rows the fused kernel's epilogue (snacNormRows's any-shape form)
+   * leaves to its general loop but the epilogue kernel finishes
+   * straight-line (9 to 16 blocks): the AllReduce's kernel and the
+   * epilogue kernel too, on the plan's routine (a row of 12288 elements
+   * 12.8 us in the general loop, 3.8 straight-line,
+   * bench/results/2026-12-04-h200-norm-shapes). */
+  const bool rounds =
       byShape && !oneRound && blocks <= (uint64_t)ctas * FUSED_TWO_KERNEL_ROUNDS;
-  if (oneRound || twoKernels) smallAllReduce = 1;
+  const bool rowsPastAny = snacNormFastBlocks(*norm) > SNAC_NORM_CHUNK;
+  const bool twoKernels = !oneRound && (rounds || rowsPastAny);
+  /* The routine must be every rank's: it follows from the shape and the
+   * plan alone, never from the norm's buffers (rowsPastAny reads their
+   * alignment, which may differ between ranks). */
+  if (oneRound || rounds) smallAllReduce = 1;
   if (oneRound) ctas = (int)blocks;
   /* Every branch below takes the small AllReduce when the plan or the
    * shape chose it, of up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per
@@ -155,12 +167,14 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
   if (twoKernels) {
     /* Blocks past one round of CTAs: the small AllReduce then the
      * epilogue-only kernel (any alignment of the norm's buffers), the same
-     * bits. Measured on an H200, 8 ranks, once the epilogue kernel's rows
-     * were straight-line, against the rounds' kernel this replaced: 16.8 /
-     * 30.6 / 30.0 us at 16 x 4096, 32 x 4096, 16 x 8192 for it, 16.2 /
-     * 26.9 / 28.1 for the two kernels
+     * bits; rows past the any-shape form's straight-line ones: the plan's
+     * routine then the epilogue-only kernel. Measured on an H200, 8 ranks,
+     * once the epilogue kernel's rows were straight-line, against the
+     * rounds' kernel this replaced: 16.8 / 30.6 / 30.0 us at 16 x 4096,
+     * 32 x 4096, 16 x 8192 for it, 16.2 / 26.9 / 28.1 for the two kernels
      * (bench/results/2026-12-04-h200-fused-epilogue). */
-    const cudaError_t e = purlinLatencyLaunch(args, NULL, ctas, PURLIN_LATENCY_THREADS, 1, stream);
+    const cudaError_t e =
+        purlinLatencyLaunch(args, NULL, ctas, PURLIN_LATENCY_THREADS, smallAllReduce, stream);
     return e != cudaSuccess ? e : purlinNormLaunch(norm, stream);
   }
   FusedLatencyParams p;

@@ -61,7 +61,8 @@ __global__ void __launch_bounds__(512) twiceKernel(const __grid_constant__ purli
 #if !PROBE_OLD
 /* The epilogue-only kernel's shape (snac/fused.cu, purlinNormKernel). */
 template <int NB, bool SHORT>
-__global__ void __launch_bounds__(NB > SNAC_NORM_CHUNK ? 256 : 512) shapeKernel(const __grid_constant__ purlinNormArgs_t a) {
+__global__ void __launch_bounds__(NB > SNAC_NORM_CHUNK ? 256 : 512)
+    shapeKernel(const __grid_constant__ purlinNormArgs_t a) {
   __shared__ SnacNormSmem sm;
   snacNormRows<purlinBfloat16, NB, SHORT>(snacTeamOfLaunch(), a, &sm);
 }
