@@ -42,9 +42,11 @@ purlinResult_t purlinEagerLaunch(purlinComm_t comm, const purlinCollDesc_t* d,
     const int small = (d->flags & PURLIN_DESC_SMALL_AR) != 0;
     /* The fused kernel's CTAs are whole row teams: PURLIN_LATENCY_THREADS
      * threads, at least the plan's (its packets are indexed by thread of
-     * the team, not by its shape). */
-    err = norm != NULL ? purlinFusedLatencyLaunch(&a, norm, d->ctas, small, stream)
-                       : purlinLatencyLaunch(&a, hostCounts, d->ctas, d->threads, small, stream);
+     * the team, not by its shape); the plan's threads where it runs the
+     * AllReduce's own kernel on the plan's routine. */
+    err = norm != NULL
+              ? purlinFusedLatencyLaunch(&a, norm, d->ctas, d->threads, small, stream)
+              : purlinLatencyLaunch(&a, hostCounts, d->ctas, d->threads, small, stream);
   } else {
     purlinThroughputArgs_t a;
     purlinThroughputArgsFromDesc(d, comm->devComm, comm->nranks, &a);

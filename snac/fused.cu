@@ -23,8 +23,8 @@ PURLIN_STATIC_ASSERT(PURLIN_LATENCY_THREADS % SNAC_NORM_LANES == 0 &&
 /* Rounds of the plan's CTAs up to which a fused call of whole blocks runs
  * as the small AllReduce and the epilogue-only kernel (measured faster
  * than one kernel with the epilogue as the rounds' tail); past them, the
- * fused kernel of the plan's routine (or, for rows of 9-16 blocks, the
- * plan's routine and the epilogue-only kernel). */
+ * plan's routine and the epilogue-only kernel for rows the latter
+ * finishes straight-line, else the fused kernel of the plan's routine. */
 #define FUSED_TWO_KERNEL_ROUNDS PURLIN_LATENCY_SMALL_AR_PACKETS
 
 namespace {
@@ -112,12 +112,14 @@ cudaError_t keep(cudaError_t err, const void* k) {
 
 extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
                                                 const purlinNormArgs_t* norm, int ctas,
-                                                int smallAllReduce, cudaStream_t stream) {
+                                                int threads, int smallAllReduce,
+                                                cudaStream_t stream) {
   const purlinLayout_t& l = args->layout;
   if (ctas < 1 || ctas > PURLIN_LATENCY_MAX_CTAS || l.coll != purlinCollAllReduce ||
       args->op != purlinSum || args->dtype != norm->dtype || args->recvbuff != norm->out ||
       norm->sums != norm->out || l.nranks > PURLIN_DEV_MAX_RANKS ||
-      (uint64_t)ctas * PURLIN_LATENCY_THREADS < (uint64_t)l.nranks)
+      (uint64_t)ctas * PURLIN_LATENCY_THREADS < (uint64_t)l.nranks || threads < 32 ||
+      threads > PURLIN_LATENCY_THREADS || threads % 32 != 0)
     return cudaErrorInvalidConfiguration;
   /* Rows of whole 1024-element blocks (at most 32 a row: a warp reads a
    * row's block sums): the small AllReduce with a CTA per block, one
@@ -139,18 +141,20 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * up to twice the plan's CTAs. */
   const bool oneRound =
       byShape && blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
-  /* Rows the fused kernel's epilogue (snacNormRows's any-shape form)
-   * leaves to its general loop but the epilogue kernel finishes
-   * straight-line (9 to 16 blocks): the AllReduce's kernel and the
-   * epilogue kernel too, on the plan's routine (a row of 12288 elements
-   * 12.8 us in the general loop, 3.8 straight-line,
-   * bench/results/2026-12-04-h200-norm-shapes). */
+  /* Rows the epilogue kernel finishes straight-line (1 to 16 blocks,
+   * whole or short, aligned): the AllReduce's kernel (the plan's routine)
+   * and the epilogue kernel too. Measured on an H200, 8 ranks, against the
+   * fused kernel (the AllReduce, a barrier across its CTAs, then the
+   * any-shape rows, whose kernel spills): hidden 3584, 1 token, 7.4 us
+   * for the two kernels, 8.3 for the one; a row of 12288 elements 12.8 us
+   * in the general loop, 3.8 straight-line
+   * (bench/results/2026-12-04-h200-norm-shapes). */
   const bool rounds =
       byShape && !oneRound && blocks <= (uint64_t)ctas * FUSED_TWO_KERNEL_ROUNDS;
-  const bool rowsPastAny = snacNormFastBlocks(*norm) > SNAC_NORM_CHUNK;
-  const bool twoKernels = !oneRound && (rounds || rowsPastAny);
+  const bool normKernelRows = snacNormFastBlocks(*norm) != 0;
+  const bool twoKernels = !oneRound && (rounds || normKernelRows);
   /* The routine must be every rank's: it follows from the shape and the
-   * plan alone, never from the norm's buffers (rowsPastAny reads their
+   * plan alone, never from the norm's buffers (normKernelRows reads their
    * alignment, which may differ between ranks). */
   if (oneRound || rounds) smallAllReduce = 1;
   if (oneRound) ctas = (int)blocks;
@@ -167,14 +171,19 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
   if (twoKernels) {
     /* Blocks past one round of CTAs: the small AllReduce then the
      * epilogue-only kernel (any alignment of the norm's buffers), the same
-     * bits; rows past the any-shape form's straight-line ones: the plan's
-     * routine then the epilogue-only kernel. Measured on an H200, 8 ranks,
-     * once the epilogue kernel's rows were straight-line, against the
-     * rounds' kernel this replaced: 16.8 / 30.6 / 30.0 us at 16 x 4096,
+     * bits; other rows the epilogue kernel finishes straight-line: the
+     * plan's routine then the epilogue-only kernel. Measured on an H200, 8
+     * ranks, once the epilogue kernel's rows were straight-line, against
+     * the rounds' kernel this replaced: 16.8 / 30.6 / 30.0 us at 16 x 4096,
      * 32 x 4096, 16 x 8192 for it, 16.2 / 26.9 / 28.1 for the two kernels
      * (bench/results/2026-12-04-h200-fused-epilogue). */
-    const cudaError_t e =
-        purlinLatencyLaunch(args, NULL, ctas, PURLIN_LATENCY_THREADS, smallAllReduce, stream);
+    /* The small AllReduce that the shape chose holds its packets on the
+     * latency path's most threads; the plan's routine takes the plan's
+     * threads, as the eager AllReduce does (hidden 3584, 1 token, 8
+     * ranks: 7.8 us on PURLIN_LATENCY_THREADS against 7.4 unfused). */
+    const cudaError_t e = purlinLatencyLaunch(args, NULL, ctas,
+                                              rounds ? PURLIN_LATENCY_THREADS : threads,
+                                              smallAllReduce, stream);
     return e != cudaSuccess ? e : purlinNormLaunch(norm, stream);
   }
   FusedLatencyParams p;

@@ -105,20 +105,24 @@ PURLIN_FUSED_HD purlinNormArgs_t purlinNormArgsOf(const void* sums, const void* 
   return a;
 }
 
-/* The latency path's fused kernel: the AllReduce of `args` (recvbuff is
+/* The latency path's fused call: the AllReduce of `args` (recvbuff is
  * norm->out, op sum) on `ctas` CTAs (the plan's) of PURLIN_LATENCY_THREADS
  * threads, the small routine when `smallAllReduce`, then the epilogue.
  * Rows of whole 1024-element blocks take the small routine with the
- * epilogue as its tail instead (fused.cuh, SnacNormBlocks): a CTA per
- * block up to twice `ctas` blocks (with the norm's buffers 8-byte
- * aligned; else the fused kernel on those CTAs); past that (up to 8 blocks
- * a CTA, any alignment of the norm's buffers) the small routine's kernel,
- * then the epilogue-only kernel, which measured faster than the blocks'
- * tail over several rounds once its rows were straight-line
- * (bench/results/2026-12-04-h200-fused-epilogue). */
+ * epilogue as its tail (fused.cuh, SnacNormBlocks): a CTA per block up to
+ * twice `ctas` blocks (with the norm's buffers 8-byte aligned; else the
+ * fused kernel on those CTAs). Past that (up to 8 blocks a CTA, any
+ * alignment of the norm's buffers), the small routine's kernel, then the
+ * epilogue-only kernel; so too, on the plan's routine and `threads` (the
+ * plan's threads a CTA: the eager AllReduce's own launch), any rows the
+ * epilogue-only kernel finishes straight-line (up to 16384 elements, 8-byte
+ * aligned): both measured faster than one kernel
+ * (bench/results/2026-12-04-h200-fused-epilogue, -norm-shapes). Other
+ * shapes (scalar rows, longer rows) run the fused kernel: the AllReduce, a
+ * barrier across its CTAs, the rows. */
 cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
-                                     const purlinNormArgs_t* norm, int ctas, int smallAllReduce,
-                                     cudaStream_t stream);
+                                     const purlinNormArgs_t* norm, int ctas, int threads,
+                                     int smallAllReduce, cudaStream_t stream);
 
 /* The epilogue alone, from norm->sums, as its own kernel: after the
  * throughput path's AllReduce, after a session's (the megakernel's),
