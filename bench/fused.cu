@@ -3,7 +3,8 @@
  * (purlinAllReduceResidualRMSNorm) against the same work unfused: a
  * purlinAllReduce, then the epilogue as a kernel of its own (snac/fused.h's
  * epilogue-only kernel: the same code, so the same bits), in the same run.
- * Decode shapes: 1..128 tokens x hidden 4096 and 8192, bf16, every rank of
+ * Decode shapes: 1..128 tokens x hidden 4096 and 8192 (or one hidden size
+ * given), bf16, every rank of
  * one GPU (8 by default). Each mode is one CUDA graph of every rank's
  * `calls` calls back to back (fork/join across the ranks' streams); the
  * median replay over `calls` is the time per call. Also printed: the

@@ -482,8 +482,10 @@ PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
  *
  * The epilogue of every tensor-parallel transformer layer fused with its
  * AllReduce (the argument set of FlashInfer's / TensorRT-LLM's allreduce
- * fusion): one kernel per rank on the latency path (decode sizes); on the
- * throughput path the AllReduce's kernel and then the epilogue's
+ * fusion): on the latency path (decode sizes) one kernel per rank where
+ * the AllReduce's CTAs hold whole 1024-element blocks of the rows (1-8
+ * tokens of 4096 at 8 ranks on one GPU), else the AllReduce's kernel and
+ * the epilogue's, which measured as fast; so too on the throughput path
  * (snac/fused.h says why). `count` = tokens x `hidden` elements, row t at t * hidden:
  *
  *   s           = AllReduce(in), sum            (the same bits as purlinAllReduce)
@@ -496,8 +498,9 @@ PURLIN_API purlinResult_t purlinAllToAllV(const void* sendbuff, void* recvbuff,
  * of the inputs alone: they do not change with the size, the path, the CTA
  * count or the placement of ranks, and equal an unfused AllReduce followed
  * by the same epilogue. Datatype purlinFloat16 or purlinBfloat16; any
- * hidden >= 1 (rows up to 8192 elements stay in registers; longer ones
- * read residualOut back). Eps >= 0 and finite.
+ * hidden >= 1 (rows up to 16384 elements stay in registers with 8-byte
+ * aligned buffers, up to 8192 otherwise; longer ones read residualOut
+ * back). Eps >= 0 and finite.
  *
  * Buffers as for purlinAllReduce (device memory of the rank's GPU, aligned
  * to the datatype). In place: out == in, and residualOut == residualIn or

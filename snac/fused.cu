@@ -141,9 +141,11 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * up to twice the plan's CTAs. */
   const bool oneRound =
       byShape && blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
-  /* Rows the epilogue kernel finishes straight-line (1 to 16 blocks,
-   * whole or short, aligned): the AllReduce's kernel (the plan's routine)
-   * and the epilogue kernel too. Measured on an H200, 8 ranks, against the
+  /* `rounds`: blocks past one round, up to FUSED_TWO_KERNEL_ROUNDS rounds
+   * of the plan's CTAs: the small AllReduce's kernel and the epilogue
+   * kernel. `normKernelRows`: rows the epilogue kernel finishes
+   * straight-line (1 to 16 blocks, whole or short, aligned): the
+   * AllReduce's kernel (the plan's routine) and the epilogue kernel too. Measured on an H200, 8 ranks, against the
    * fused kernel (the AllReduce, a barrier across its CTAs, then the
    * any-shape rows, whose kernel spills): hidden 3584, 1 token, 7.4 us
    * for the two kernels, 8.3 for the one; a row of 12288 elements 12.8 us

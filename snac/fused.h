@@ -5,11 +5,15 @@
  * Plain C. The epilogue's team routine is in fused.cuh; the kernels in
  * fused.cu.
  *
- * On the latency path (the decode sizes) one kernel per call and rank:
- * the AllReduce runs as usual, with the norm's output buffer `out` as its
- * output; the team barrier makes every sum of this rank visible to every
- * CTA; then each row of `hidden` elements is finished by one row team of
- * SNAC_NORM_LANES threads. On the throughput path the AllReduce's own
+ * On the latency path (the decode sizes) the routing is
+ * purlinFusedLatencyLaunch's (below): one kernel where the small
+ * AllReduce's CTAs hold whole blocks of the rows, else the AllReduce's
+ * kernel and the epilogue-only kernel, or, for shapes that kernel does not
+ * finish straight-line, one fused kernel: the AllReduce runs as usual,
+ * with the norm's output buffer `out` as its output; the team barrier
+ * makes every sum of this rank visible to every CTA; then each row of
+ * `hidden` elements is finished by one row team of SNAC_NORM_LANES
+ * threads. On the throughput path the AllReduce's own
  * kernel writes the sums into `out` and the epilogue-only kernel follows
  * it. Measured on one H200 (bench/results/2026-12-02-h200-fused), when
  * the plan gave the throughput AllReduce one CTA per 512 KiB: one kernel
@@ -126,10 +130,12 @@ cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
 
 /* The epilogue alone, from norm->sums, as its own kernel: after the
  * throughput path's AllReduce, after a session's (the megakernel's),
- * after the latency path's past one round of blocks, and as the unfused
- * baseline of bench/fused. Rows of 1 to 8 whole aligned blocks take a
- * kernel of that straight-line row alone, other rows a kernel of the
- * general loop alone (fused.cuh, snacNormRows). Needs no communicator. */
+ * after the latency path's AllReduce kernel (purlinFusedLatencyLaunch),
+ * and as the unfused baseline of bench/fused. Rows of 1 to 16 blocks (the
+ * last whole or short) with 8-byte aligned buffers take a kernel of that
+ * straight-line row alone (rows of 9-16 blocks a row team a CTA), other
+ * rows a kernel of the general loop alone (fused.cuh, snacNormRows).
+ * Needs no communicator. */
 cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream);
 
 /* Loads the fused latency kernels and the epilogue kernel on the current

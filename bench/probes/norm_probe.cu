@@ -16,11 +16,13 @@
  *   twice    the any form twice in one kernel (the second pass warm:
  *            twice - any is what a warm pass costs)
  *
- * for 1 and 128 rows of bf16: hidden 1024-8192, 12288 and 16384 (past
+ * for 1 and 128 rows of bf16: hidden 1024, 4096, 8192, 12288 and 16384 (past
  * the any form's 8 straight-line blocks), 4000 and 3584 (a short last
  * block), 4098 (not whole 8-byte vectors) and 4096 with the sums 2 bytes
- * off alignment (the general loop's scalar accesses), one row team pair a CTA as
- * purlinNormLaunch does. Built with -DPROBE_OLD=1 and -I to an older
+ * off alignment (the general loop's scalar accesses), one row team pair a
+ * CTA as purlinNormLaunch does (rows past 8 blocks: twice the CTAs of a
+ * row team each, so 1 row has one idle CTA beside it, where
+ * purlinNormLaunch launches one). Built with -DPROBE_OLD=1 and -I to an older
  * tree's snac/ ahead of this one, it times that tree's snacNormRows
  * (both columns the same routine), for an A/B in one run:
  *

@@ -7,8 +7,9 @@
  * AllReduce's sums equal purlinAllReduce's; the same bits for every path
  * and CTA count; in place (out == in, residualOut == residualIn, and
  * residualOut == in); rows longer than the registers hold (read back);
- * odd rows (the scalar path); rows of 1 to 8 whole aligned blocks (the
- * epilogue's straight-line rows) and others (its general loop); the
+ * odd rows (the scalar path); rows of 1 to 16 aligned blocks, the last
+ * whole or short (the epilogue's straight-line rows) and others (its
+ * general loop); the
  * throughput path staged in rounds (its AllReduce between processes); a
  * captured graph replayed with new inputs;
  * the call inside a session; every argument the call refuses, refused
@@ -427,11 +428,12 @@ int main(void) {
   large.push_back({f16, 2, 20000, true, 2, false, false});
   large.push_back({bf, 128, 4096, false, 0, false, false});
   large.push_back({bf, 33, 8192, true, 1, false, false});
-  /* Rows over several rounds of the blocks' kernel (the plan's CTAs: 32
-   * at 1-2 ranks, 16 at 8 on one H200): 2 to 8 rounds; a last round of
-   * fewer CTAs (40 and 36 blocks); 12, 16 and 32 blocks a row, and 33
-   * (the row kernel). 8 rounds of 32 CTAs (512 KiB) on the latency path,
-   * forced, where its buffer holds them. */
+  /* Blocks past one round of the plan's CTAs (32 at 1-2 ranks, 16 at 8
+   * on one H200), where the small AllReduce's kernel and the epilogue
+   * kernel run: 2 to 8 rounds' worth; 40 and 36 blocks; 12, 16 and 32
+   * blocks a row, and 33 (past the blocks' paths: the fused kernel). 8
+   * rounds of 32 CTAs (512 KiB) on the latency path, forced, where its
+   * buffer holds them. */
   large.push_back({bf, 16, 4096, false, 0, false, false});
   large.push_back({f16, 32, 4096, true, 0, false, false});
   large.push_back({bf, 5, 8192, true, 0, false, false});
