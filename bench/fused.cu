@@ -136,21 +136,22 @@ static size_t checkShape(Bench* B) {
 
 int main(int argc, char** argv) {
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  if (benchDeviceCount("fused") == 0) return 0;
   const char* jsonPath = argc > 1 ? argv[1] : NULL;
   Bench B;
-  B.n = argc > 2 ? atoi(argv[2]) : 8;
-  const int ctas = argc > 3 ? atoi(argv[3]) : 0;
-  const int path = argc > 4 ? atoi(argv[4]) : purlinPathAuto;
-  const long oneHidden = argc > 5 ? atol(argv[5]) : 0;
-  if (B.n < 1 || B.n > 16 || ctas < 0 || ctas > 32 ||
-      (path != purlinPathAuto && path != purlinPathLatency && path != purlinPathThroughput) ||
-      oneHidden < 0 || oneHidden > 32768) {
+  /* Every number checked whole and in range (the harness's parser): a
+   * typo is refused, not read as 0. */
+  B.n = 8;
+  int ctas = 0, path = purlinPathAuto, oneHidden = 0;
+  if ((argc > 2 && !benchParseInt(argv[2], 1, 16, &B.n)) ||
+      (argc > 3 && !benchParseInt(argv[3], 0, 32, &ctas)) ||
+      (argc > 4 && !benchParseInt(argv[4], purlinPathAuto, purlinPathThroughput, &path)) ||
+      (argc > 5 && !benchParseInt(argv[5], 0, 32768, &oneHidden))) {
     fprintf(stderr,
             "usage: fused [json] [ranks 1..16] [collectiveCtas 0..32] [path 0 auto, 1 latency, "
-            "2 throughput] [hidden 1..32768, 0: 4096 and 8192]\n");
+            "2 throughput] [hidden 0..32768, 0: 4096 and 8192]\n");
     return 2;
   }
+  if (benchDeviceCount("fused") == 0) return 0;
   std::vector<size_t> hiddens = {4096, 8192};
   if (oneHidden != 0) hiddens = {(size_t)oneHidden};
   cudaDeviceProp prop;
@@ -235,7 +236,7 @@ int main(int argc, char** argv) {
            "0.70, %s)\n",
            worst, worst <= 0.70 ? "met" : "MISSED");
   else
-    printf("# fused / unfused, worst over 1..128 tokens x hidden %ld: %.2f (the target, <= 0.70, "
+    printf("# fused / unfused, worst over 1..128 tokens x hidden %d: %.2f (the target, <= 0.70, "
            "is set at hidden 4096 and 8192)\n",
            oneHidden, worst);
   printf("# #wrong (fused against unfused, out and residualOut, every rank and shape): %zu\n",

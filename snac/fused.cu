@@ -145,12 +145,12 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * of the plan's CTAs: the small AllReduce's kernel and the epilogue
    * kernel. `normKernelRows`: rows the epilogue kernel finishes
    * straight-line (1 to 16 blocks, whole or short, aligned): the
-   * AllReduce's kernel (the plan's routine) and the epilogue kernel too. Measured on an H200, 8 ranks, against the
-   * fused kernel (the AllReduce, a barrier across its CTAs, then the
-   * any-shape rows, whose kernel spills): hidden 3584, 1 token, 7.4 us
-   * for the two kernels, 8.3 for the one; a row of 12288 elements 12.8 us
-   * in the general loop, 3.8 straight-line
-   * (bench/results/2026-12-04-h200-norm-shapes). */
+   * AllReduce's kernel (the plan's routine) and the epilogue kernel too.
+   * Measured on an H200, 8 ranks, against the fused kernel (the
+   * AllReduce, a barrier across its CTAs, then the any-shape rows, whose
+   * kernel spills): hidden 3584, 1 token, 7.4 us for the two kernels, 8.3
+   * for the one; a row of 12288 elements 12.8 us in the general loop, 3.8
+   * straight-line (bench/results/2026-12-04-h200-norm-shapes). */
   const bool rounds =
       byShape && !oneRound && blocks <= (uint64_t)ctas * FUSED_TWO_KERNEL_ROUNDS;
   const bool normKernelRows = snacNormFastBlocks(*norm) != 0;
@@ -178,10 +178,10 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
      * ranks, once the epilogue kernel's rows were straight-line, against
      * the rounds' kernel this replaced: 16.8 / 30.6 / 30.0 us at 16 x 4096,
      * 32 x 4096, 16 x 8192 for it, 16.2 / 26.9 / 28.1 for the two kernels
-     * (bench/results/2026-12-04-h200-fused-epilogue). */
-    /* The small AllReduce that the shape chose holds its packets on the
-     * latency path's most threads; the plan's routine takes the plan's
-     * threads, as the eager AllReduce does (hidden 3584, 1 token, 8
+     * (bench/results/2026-12-04-h200-fused-epilogue). The small AllReduce
+     * that the shape chose holds its packets on the latency path's most
+     * threads; the plan's routine takes the plan's threads, as the eager
+     * AllReduce does (hidden 3584, 1 token, 8
      * ranks: 7.8 us on PURLIN_LATENCY_THREADS against 7.4 unfused). */
     const cudaError_t e = purlinLatencyLaunch(args, NULL, ctas,
                                               rounds ? PURLIN_LATENCY_THREADS : threads,

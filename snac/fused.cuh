@@ -168,8 +168,7 @@ static __host__ __device__ __forceinline__ uint32_t snacNormFastBlocks(const pur
 /* One row of NB blocks (hidden / SNAC_NORM_BLOCK rounded up is NB <=
  * SNAC_NORM_FAST_MAX; the last block may be short where SHORT: a guard
  * on it that whole rows do without, 0.1-0.2 us a row on an H200) with
- * every buffer
- * 8-byte aligned and hidden a multiple of SNAC_NORM_VEC: the general
+ * every buffer 8-byte aligned and hidden a multiple of SNAC_NORM_VEC: the general
  * loop's arithmetic in the same order, as straight-line code inlined into
  * the kernel, with few registers live: the row's sums and residuals are
  * all loaded at once and die into h; the weights load while the warps
