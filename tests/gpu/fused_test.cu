@@ -12,7 +12,8 @@
  * general loop); the
  * throughput path staged in rounds (its AllReduce between processes); a
  * captured graph replayed with new inputs;
- * the call inside a session; every argument the call refuses, refused
+ * the call inside a session; ranks whose buffers differ in alignment
+ * (the routes a rank picks from it); every argument the call refuses, refused
  * before anything runs, with the communicator still in step afterwards.
  */
 #include <cuda_runtime_api.h>
@@ -67,13 +68,14 @@ void worldInit(World* W, int n, int path, int ctas, size_t cap) {
   GPU_CUDA_OK(cudaSetDevice(0));
   for (int r = 0; r < n; ++r) {
     GPU_CUDA_OK(cudaStreamCreateWithFlags(&W->streams[r], cudaStreamNonBlocking));
-    GPU_CUDA_OK(cudaMalloc((void**)&W->in[r], cap * 2));
-    GPU_CUDA_OK(cudaMalloc((void**)&W->res[r], cap * 2));
-    GPU_CUDA_OK(cudaMalloc((void**)&W->w[r], cap * 2));
-    GPU_CUDA_OK(cudaMalloc((void**)&W->out[r], cap * 2));
-    GPU_CUDA_OK(cudaMalloc((void**)&W->resOut[r], cap * 2));
-    GPU_CUDA_OK(cudaMalloc((void**)&W->fp8[r], cap));
-    GPU_CUDA_OK(cudaMalloc((void**)&W->sums[r], cap * 2));
+    /* An element more than the cases need: room for a skew. */
+    GPU_CUDA_OK(cudaMalloc((void**)&W->in[r], cap * 2 + 2));
+    GPU_CUDA_OK(cudaMalloc((void**)&W->res[r], cap * 2 + 2));
+    GPU_CUDA_OK(cudaMalloc((void**)&W->w[r], cap * 2 + 2));
+    GPU_CUDA_OK(cudaMalloc((void**)&W->out[r], cap * 2 + 2));
+    GPU_CUDA_OK(cudaMalloc((void**)&W->resOut[r], cap * 2 + 2));
+    GPU_CUDA_OK(cudaMalloc((void**)&W->fp8[r], cap + 1));
+    GPU_CUDA_OK(cudaMalloc((void**)&W->sums[r], cap * 2 + 2));
   }
 }
 
@@ -181,6 +183,16 @@ struct Case {
   bool session;
 };
 
+/* Odd ranks' buffers moved off their allocation's alignment, so that
+ * ranks differ in it (0: none). kSkewNorm: the epilogue's own buffers
+ * (residualIn, weight, residualOut by an element, outFp8 by a byte), so
+ * that aligned ranks take the one-kernel blocks path or the epilogue
+ * kernel's straight-line rows and skewed ranks the fused kernel or the
+ * general loop, and all must still meet in one AllReduce. kSkewAll: `in`
+ * and `out` too, which the AllReduce's own routine reads. */
+enum { kSkewNone = 0, kSkewNorm = 1, kSkewAll = 2 };
+int gSkew = kSkewNone;
+
 const char* kInPlace[] = {"", " out=in", " resOut=resIn", " resOut=in"};
 
 /* Runs one case on every rank and checks every output; returns wrong values. */
@@ -206,23 +218,37 @@ long long runCase(World* W, const Case& c, uint64_t seed, const char* label) {
     }
     Expect e;
     reference<D>(n, in, res, w, c.rows, H, eps, scale, &e);
-    /* Where each buffer is, in place or not. */
+    /* Where each buffer is, in place or not, skewed or not (gSkew). */
+    uint16_t* inB[kMaxRanks];
+    uint16_t* resB[kMaxRanks];
+    uint16_t* wB[kMaxRanks];
+    uint16_t* outB[kMaxRanks];
+    uint16_t* resOutB[kMaxRanks];
+    uint8_t* fp8B[kMaxRanks];
     const void* inP[kMaxRanks];
     const void* resP[kMaxRanks];
     void* outP[kMaxRanks];
     void* resOutP[kMaxRanks];
     for (int r = 0; r < n; ++r) {
-      GPU_CUDA_OK(cudaMemcpy(W->in[r], in[r].data(), count * 2, cudaMemcpyHostToDevice));
-      GPU_CUDA_OK(cudaMemcpy(W->res[r], res[r].data(), count * 2, cudaMemcpyHostToDevice));
-      GPU_CUDA_OK(cudaMemcpy(W->w[r], w[r].data(), H * 2, cudaMemcpyHostToDevice));
-      GPU_CUDA_OK(cudaMemset(W->out[r], 0xff, count * 2));
-      GPU_CUDA_OK(cudaMemset(W->resOut[r], 0xff, count * 2));
-      GPU_CUDA_OK(cudaMemset(W->fp8[r], 0xff, count));
-      inP[r] = W->in[r];
-      resP[r] = W->res[r];
-      outP[r] = c.inPlace == 1 ? (void*)W->in[r] : (void*)W->out[r];
-      resOutP[r] = c.inPlace == 2 ? (void*)W->res[r] : c.inPlace == 3 ? (void*)W->in[r]
-                                                                       : (void*)W->resOut[r];
+      const int norm = gSkew != kSkewNone && r % 2 == 1;
+      const int all = gSkew == kSkewAll && r % 2 == 1;
+      inB[r] = W->in[r] + all;
+      outB[r] = W->out[r] + all;
+      resB[r] = W->res[r] + norm;
+      wB[r] = W->w[r] + norm;
+      resOutB[r] = W->resOut[r] + norm;
+      fp8B[r] = W->fp8[r] + norm;
+      GPU_CUDA_OK(cudaMemcpy(inB[r], in[r].data(), count * 2, cudaMemcpyHostToDevice));
+      GPU_CUDA_OK(cudaMemcpy(resB[r], res[r].data(), count * 2, cudaMemcpyHostToDevice));
+      GPU_CUDA_OK(cudaMemcpy(wB[r], w[r].data(), H * 2, cudaMemcpyHostToDevice));
+      GPU_CUDA_OK(cudaMemset(outB[r], 0xff, count * 2));
+      GPU_CUDA_OK(cudaMemset(resOutB[r], 0xff, count * 2));
+      GPU_CUDA_OK(cudaMemset(fp8B[r], 0xff, count));
+      inP[r] = inB[r];
+      resP[r] = resB[r];
+      outP[r] = c.inPlace == 1 ? (void*)inB[r] : (void*)outB[r];
+      resOutP[r] = c.inPlace == 2 ? (void*)resB[r] : c.inPlace == 3 ? (void*)inB[r]
+                                                                     : (void*)resOutB[r];
     }
     GPU_CUDA_OK(cudaDeviceSynchronize());
     if (rep == 0) {
@@ -232,10 +258,10 @@ long long runCase(World* W, const Case& c, uint64_t seed, const char* label) {
         if (c.graph) GPU_CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         if (c.session) GPU_PURLIN_OK(purlinSessionBegin(W->comms[r], s));
         purlinResult_t res2 =
-            c.fp8 ? purlinAllReduceResidualRMSNormFp8(inP[r], resP[r], W->w[r], eps, scale,
-                                                      outP[r], resOutP[r], W->fp8[r], count, H,
-                                                      D, W->comms[r], s)
-                  : purlinAllReduceResidualRMSNorm(inP[r], resP[r], W->w[r], eps, outP[r],
+            c.fp8 ? purlinAllReduceResidualRMSNormFp8(inP[r], resP[r], wB[r], eps, scale,
+                                                      outP[r], resOutP[r], fp8B[r], count, H, D,
+                                                      W->comms[r], s)
+                  : purlinAllReduceResidualRMSNorm(inP[r], resP[r], wB[r], eps, outP[r],
                                                    resOutP[r], count, H, D, W->comms[r], s);
         if (res2 != purlinSuccess) {
           fprintf(stderr, "%s: rank %d: %s: %s\n", label, r, purlinGetErrorName(res2),
@@ -265,7 +291,7 @@ long long runCase(World* W, const Case& c, uint64_t seed, const char* label) {
       std::vector<uint8_t> q(count);
       GPU_CUDA_OK(cudaMemcpy(o.data(), outP[r], count * 2, cudaMemcpyDeviceToHost));
       GPU_CUDA_OK(cudaMemcpy(ro.data(), resOutP[r], count * 2, cudaMemcpyDeviceToHost));
-      if (c.fp8) GPU_CUDA_OK(cudaMemcpy(q.data(), W->fp8[r], count, cudaMemcpyDeviceToHost));
+      if (c.fp8) GPU_CUDA_OK(cudaMemcpy(q.data(), fp8B[r], count, cudaMemcpyDeviceToHost));
       long long bad = 0;
       size_t first = (size_t)-1;
       for (size_t i = 0; i < count; ++i) {
@@ -286,12 +312,13 @@ long long runCase(World* W, const Case& c, uint64_t seed, const char* label) {
      * from the inputs as they are unless the case wrote over them). */
     if (!c.graph && !c.session && c.inPlace != 1 && c.inPlace != 3) {
       for (int r = 0; r < n; ++r)
-        GPU_PURLIN_OK(purlinAllReduce(W->in[r], W->sums[r], count, D, purlinSum, W->comms[r],
-                                      W->streams[r]));
+        GPU_PURLIN_OK(purlinAllReduce(inB[r], W->sums[r] + (outB[r] - W->out[r]), count, D,
+                                      purlinSum, W->comms[r], W->streams[r]));
       GPU_CUDA_OK(cudaDeviceSynchronize());
       for (int r = 0; r < n; ++r) {
         std::vector<uint16_t> s(count);
-        GPU_CUDA_OK(cudaMemcpy(s.data(), W->sums[r], count * 2, cudaMemcpyDeviceToHost));
+        GPU_CUDA_OK(cudaMemcpy(s.data(), W->sums[r] + (outB[r] - W->out[r]), count * 2,
+                               cudaMemcpyDeviceToHost));
         long long bad = 0;
         for (size_t i = 0; i < count; ++i) bad += s[i] != e.sums[i];
         if (bad) fprintf(stderr, "%s rank %d: purlinAllReduce %lld sums differ\n", label, r, bad);
@@ -325,7 +352,7 @@ void casesOn(int n, int path, int ctas, const std::vector<Case>& cases, const ch
     CHECK_EQ_INT(bad, 0);
     wrong += bad;
   }
-  printf("  %d ranks, %-10s ctas %2d: %zu cases, %lld wrong\n", n, pathName, ctas, cases.size(),
+  printf("  %d ranks, %-14s ctas %2d: %zu cases, %lld wrong\n", n, pathName, ctas, cases.size(),
          wrong);
   worldFree(&W);
 }
@@ -473,6 +500,25 @@ int main(void) {
   casesOn(8, purlinPathAuto, 0, captured, "auto");
   casesOn(2, purlinPathAuto, 0, captured, "auto");
   casesOn(2, purlinPathAuto, 0, session, "auto");
+  /* Ranks whose buffers differ in alignment still meet in one AllReduce:
+   * one round of blocks (the blocks kernel beside the fused kernel), the
+   * epilogue kernel's rows of 1-16 blocks (straight-line beside the
+   * general loop), blocks past one round, and rows the fused kernel
+   * takes on every rank. */
+  std::vector<Case> skewed = {
+      {bf, 1, 4096, true, 0, false, false},  {f16, 4, 4096, false, 0, false, false},
+      {bf, 1, 3584, true, 0, false, false},  {bf, 2, 12288, false, 0, false, false},
+      {bf, 64, 4096, true, 0, false, false}, {f16, 1, 32768, false, 0, false, false},
+      {bf, 3, 5, false, 0, false, false},
+  };
+  for (int k : {kSkewNorm, kSkewAll}) {
+    gSkew = k;
+    for (int n : {2, 8}) {
+      casesOn(n, purlinPathAuto, 0, skewed, k == kSkewNorm ? "auto skew-norm" : "auto skew-all");
+      casesOn(n, purlinPathLatency, 0, skewed, k == kSkewNorm ? "lat skew-norm" : "lat skew-all");
+    }
+  }
+  gSkew = kSkewNone;
   refusals();
   return CHECK_EXIT();
 }
