@@ -159,10 +159,20 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * plan alone, never from the norm's buffers (normKernelRows reads their
    * alignment, which may differ between ranks). */
   if (oneRound || rounds) smallAllReduce = 1;
-  if (oneRound) ctas = (int)blocks;
+  /* The CTAs of the one-round blocks kernel (two an SM): a CTA per block.
+   * Every other kernel here runs on the plan's CTAs, which the plan sized
+   * for this rank's share of the GPU at one CTA an SM; the fused kernel
+   * holds one (~180-210 registers a thread), so on a block's CTAs, up to
+   * twice the plan's, the ranks of one GPU whose norm buffers are
+   * misaligned would take more SMs than there are, and ranks whose CTAs
+   * never started would leave their peers waiting (fused_test: 8 ranks,
+   * half of them misaligned, 2 x 12288, timed out). */
+  const int blockCtas = oneRound ? (int)blocks : ctas;
   /* Every branch below takes the small AllReduce when the plan or the
    * shape chose it, of up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per
-   * thread. */
+   * thread: on the plan's CTAs, one round of blocks (at most twice the
+   * plan's CTAs of a packet per thread) is at most 2 packets a thread. */
+  static_assert(PURLIN_LATENCY_SMALL_AR_PACKETS >= 2, "one round of blocks on the plan's CTAs");
   if (smallAllReduce &&
       !purlinLatencySmallArFits(l.nranks, l.count * l.elemBytes,
                                 (uint64_t)ctas * PURLIN_LATENCY_THREADS,
@@ -205,15 +215,15 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * packets fall on the blocks exactly (SnacNormBlocks), one kernel with
    * no barrier across CTAs. The AllReduce's protocol depends on neither
    * the CTA count nor the kernel, so a rank whose norm buffers are
-   * misaligned (the fused kernel below, on the same CTAs) still meets its
-   * peers. */
+   * misaligned (the fused kernel below, on the plan's CTAs) still meets
+   * its peers. */
   const uintptr_t normBuffers = (uintptr_t)norm->residualIn | (uintptr_t)norm->residualOut |
                                 (uintptr_t)norm->weight | (uintptr_t)norm->out;
   if (oneRound && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
     if (norm->dtype == purlinFloat16)
-      purlinFusedBlocksKernel<purlinFloat16><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+      purlinFusedBlocksKernel<purlinFloat16><<<blockCtas, SNAC_NORM_LANES, 0, stream>>>(p);
     else
-      purlinFusedBlocksKernel<purlinBfloat16><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
+      purlinFusedBlocksKernel<purlinBfloat16><<<blockCtas, SNAC_NORM_LANES, 0, stream>>>(p);
     return cudaGetLastError();
   }
   return smallAllReduce ? fusedGo<true>(p, ctas, stream) : fusedGo<false>(p, ctas, stream);
