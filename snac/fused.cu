@@ -49,8 +49,10 @@ __device__ __forceinline__ void fusedEpilogue(const SnacTeam& t, purlinDevComm_t
 
 }  // namespace
 
-template <purlinDataType_t D, bool SMALL>
-__global__ void __launch_bounds__(PURLIN_LATENCY_THREADS)
+/* MINB: CTAs an SM at least, 1, or 2 where it runs on a one-round call's
+ * CTAs beside other ranks' blocks kernels (purlinFusedLatencyLaunch). */
+template <purlinDataType_t D, bool SMALL, int MINB>
+__global__ void __launch_bounds__(PURLIN_LATENCY_THREADS, MINB)
     purlinFusedLatencyKernel(const __grid_constant__ FusedLatencyParams p) {
   const SnacTeam t = snacTeamOfLaunch();
   const purlinLatencyArgs_t& a = p.call.a;
@@ -87,19 +89,29 @@ __global__ void __launch_bounds__(NORM_THREADS_OF(NB))
 
 namespace {
 
-template <bool SMALL>
-cudaError_t fusedGo(const FusedLatencyParams& p, int ctas, cudaStream_t stream) {
+template <bool SMALL, int MINB>
+cudaError_t fusedGoOn(const FusedLatencyParams& p, int ctas, cudaStream_t stream) {
   switch (p.norm.dtype) {
     case purlinFloat16:
-      purlinFusedLatencyKernel<purlinFloat16, SMALL><<<ctas, PURLIN_LATENCY_THREADS, 0, stream>>>(p);
+      purlinFusedLatencyKernel<purlinFloat16, SMALL, MINB>
+          <<<ctas, PURLIN_LATENCY_THREADS, 0, stream>>>(p);
       break;
     case purlinBfloat16:
-      purlinFusedLatencyKernel<purlinBfloat16, SMALL>
+      purlinFusedLatencyKernel<purlinBfloat16, SMALL, MINB>
           <<<ctas, PURLIN_LATENCY_THREADS, 0, stream>>>(p);
       break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+/* The fused kernel: one CTA an SM (its registers) on the plan's CTAs, or
+ * two an SM (`twoPerSm`) on a one-round call's. */
+cudaError_t fusedGo(const FusedLatencyParams& p, bool small, bool twoPerSm, int ctas,
+                    cudaStream_t stream) {
+  if (twoPerSm) return small ? fusedGoOn<true, 2>(p, ctas, stream)
+                             : fusedGoOn<false, 2>(p, ctas, stream);
+  return small ? fusedGoOn<true, 1>(p, ctas, stream) : fusedGoOn<false, 1>(p, ctas, stream);
 }
 
 cudaError_t keep(cudaError_t err, const void* k) {
@@ -127,20 +139,31 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * plan's CTA count for the AllReduce alone (which at 8 ranks on one GPU,
    * 16 CTAs, holds only half of 8 x 4096 tokens in one round); past that,
    * up to FUSED_TWO_KERNEL_ROUNDS rounds of the plan's CTAs, the small
-   * AllReduce and the epilogue-only kernel (below). Every rank decides
-   * alike: from the call's shape, the plan's CTAs (the same on every rank)
-   * and the alignment the plan's own choice of the small routine depends
-   * on. */
+   * AllReduce and the epilogue-only kernel (below).
+   *
+   * Ranks may differ in their buffers' alignment, and so in the kernels
+   * they take, but never in the protocol (the small AllReduce and the
+   * general routine push and read the same packets, on any CTAs and
+   * threads) nor in how many SMs they hold: ranks of one GPU wait for each
+   * other's CTAs, so every CTA of every rank must be resident at once.
+   * The plan sizes its CTAs for one an SM, this rank's share of the GPU;
+   * the one-round call takes up to twice as many at two an SM. So the
+   * one-round decision reads only the shape and the plan, and every rank
+   * in it runs a kernel of two CTAs an SM on its blocks' CTAs: the blocks
+   * kernel where its buffers are aligned, else the fused kernel bounded to
+   * two an SM. (fused_test's skewed ranks: 8 ranks, 2 x 12288, half
+   * misaligned; the fused kernel at one an SM on 24 CTAs beside the
+   * others' blocks kernels, spread one a SM, left CTAs unstarted and
+   * every rank timed out.) Every other kernel here runs on the plan's
+   * CTAs. */
   const uint64_t blocks = l.count / SNAC_NORM_BLOCK;
-  const bool byShape = l.count % SNAC_NORM_BLOCK == 0 && norm->hidden % SNAC_NORM_BLOCK == 0 &&
-                       norm->hidden / SNAC_NORM_BLOCK <= 32 && blocks >= 1 &&
-                       l.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS &&
-                       (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
-  /* One round: a CTA per block, while two CTAs an SM (the one-round
-   * kernel's bound) of every rank on the GPU fit where the plan's CTAs do:
-   * up to twice the plan's CTAs. */
+  const bool blockShape = l.count % SNAC_NORM_BLOCK == 0 &&
+                          norm->hidden % SNAC_NORM_BLOCK == 0 &&
+                          norm->hidden / SNAC_NORM_BLOCK <= 32 && blocks >= 1 &&
+                          l.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS;
+  const bool aligned8 = (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) == 0;
   const bool oneRound =
-      byShape && blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
+      blockShape && blocks <= PURLIN_LATENCY_MAX_CTAS && blocks <= 2 * (uint64_t)ctas;
   /* `rounds`: blocks past one round, up to FUSED_TWO_KERNEL_ROUNDS rounds
    * of the plan's CTAs: the small AllReduce's kernel and the epilogue
    * kernel. `normKernelRows`: rows the epilogue kernel finishes
@@ -152,32 +175,19 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * for the one; a row of 12288 elements 12.8 us in the general loop, 3.8
    * straight-line (bench/results/2026-12-04-h200-norm-shapes). */
   const bool rounds =
-      byShape && !oneRound && blocks <= (uint64_t)ctas * FUSED_TWO_KERNEL_ROUNDS;
+      blockShape && aligned8 && !oneRound && blocks <= (uint64_t)ctas * FUSED_TWO_KERNEL_ROUNDS;
   const bool normKernelRows = snacNormFastBlocks(*norm) != 0;
   const bool twoKernels = !oneRound && (rounds || normKernelRows);
-  /* The routine must be every rank's: it follows from the shape and the
-   * plan alone, never from the norm's buffers (normKernelRows reads their
-   * alignment, which may differ between ranks). */
-  if (oneRound || rounds) smallAllReduce = 1;
-  /* The CTAs of the one-round blocks kernel (two an SM): a CTA per block.
-   * Every other kernel here runs on the plan's CTAs, which the plan sized
-   * for this rank's share of the GPU at one CTA an SM; the fused kernel
-   * holds one (~180-210 registers a thread), so on a block's CTAs, up to
-   * twice the plan's, the ranks of one GPU whose norm buffers are
-   * misaligned would take more SMs than there are, and ranks whose CTAs
-   * never started would leave their peers waiting (fused_test: 8 ranks,
-   * half of them misaligned, 2 x 12288, timed out). */
-  const int blockCtas = oneRound ? (int)blocks : ctas;
+  /* The small AllReduce where the shape asks for it and the buffers take
+   * it (8-byte aligned), else the plan's choice. */
+  if ((oneRound || rounds) && aligned8) smallAllReduce = 1;
+  if (oneRound) ctas = (int)blocks;
   /* Every branch below takes the small AllReduce when the plan or the
    * shape chose it, of up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per
-   * thread: on the plan's CTAs, one round of blocks (at most twice the
-   * plan's CTAs of a packet per thread) is at most 2 packets a thread. */
-  static_assert(PURLIN_LATENCY_SMALL_AR_PACKETS >= 2, "one round of blocks on the plan's CTAs");
+   * thread. */
   if (smallAllReduce &&
       !purlinLatencySmallArFits(l.nranks, l.count * l.elemBytes,
-                                (uint64_t)ctas * PURLIN_LATENCY_THREADS,
-                                (((uintptr_t)args->sendbuff | (uintptr_t)args->recvbuff) & 7u) ==
-                                    0))
+                                (uint64_t)ctas * PURLIN_LATENCY_THREADS, aligned8))
     return cudaErrorInvalidValue;
   if (norm->dtype != purlinFloat16 && norm->dtype != purlinBfloat16) return cudaErrorInvalidValue;
   if (twoKernels) {
@@ -211,22 +221,21 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
       p.call.peer[q].recvBytes = peer[q].recvBytes;
     }
   }
-  /* One round with the norm's buffers aligned: the small AllReduce's
-   * packets fall on the blocks exactly (SnacNormBlocks), one kernel with
-   * no barrier across CTAs. The AllReduce's protocol depends on neither
-   * the CTA count nor the kernel, so a rank whose norm buffers are
-   * misaligned (the fused kernel below, on the plan's CTAs) still meets
-   * its peers. */
+  /* One round with every buffer aligned: the small AllReduce's packets
+   * fall on the blocks exactly (SnacNormBlocks), one kernel with no
+   * barrier across CTAs; otherwise the fused kernel on the same CTAs, two
+   * an SM (above). */
   const uintptr_t normBuffers = (uintptr_t)norm->residualIn | (uintptr_t)norm->residualOut |
                                 (uintptr_t)norm->weight | (uintptr_t)norm->out;
-  if (oneRound && (normBuffers & 7u) == 0 && ((uintptr_t)norm->outFp8 & 3u) == 0) {
+  if (oneRound && smallAllReduce && (normBuffers & 7u) == 0 &&
+      ((uintptr_t)norm->outFp8 & 3u) == 0) {
     if (norm->dtype == purlinFloat16)
-      purlinFusedBlocksKernel<purlinFloat16><<<blockCtas, SNAC_NORM_LANES, 0, stream>>>(p);
+      purlinFusedBlocksKernel<purlinFloat16><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     else
-      purlinFusedBlocksKernel<purlinBfloat16><<<blockCtas, SNAC_NORM_LANES, 0, stream>>>(p);
+      purlinFusedBlocksKernel<purlinBfloat16><<<ctas, SNAC_NORM_LANES, 0, stream>>>(p);
     return cudaGetLastError();
   }
-  return smallAllReduce ? fusedGo<true>(p, ctas, stream) : fusedGo<false>(p, ctas, stream);
+  return fusedGo(p, smallAllReduce != 0, oneRound, ctas, stream);
 }
 
 /* The epilogue-only kernel of every datatype and row shape: for nb 1 to
@@ -281,10 +290,14 @@ extern "C" cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream
 
 extern "C" cudaError_t purlinFusedPreload(void) {
   cudaError_t err = cudaSuccess;
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true, 1>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false, 1>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true, 1>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false, 1>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true, 2>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false, 2>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true, 2>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false, 2>);
   err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16>);
   err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16>);
   for (uint32_t nb = 0; nb <= SNAC_NORM_FAST_MAX; ++nb) {

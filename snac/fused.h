@@ -114,9 +114,10 @@ PURLIN_FUSED_HD purlinNormArgs_t purlinNormArgsOf(const void* sums, const void* 
  * threads, the small routine when `smallAllReduce`, then the epilogue.
  * Rows of whole 1024-element blocks take the small routine with the
  * epilogue as its tail (fused.cuh, SnacNormBlocks): a CTA per block up to
- * twice `ctas` blocks (with the norm's buffers 8-byte aligned; else the
- * fused kernel on those CTAs). Past that (up to 8 blocks a CTA, any
- * alignment of the norm's buffers), the small routine's kernel, then the
+ * twice `ctas` blocks, two CTAs an SM (with every buffer 8-byte aligned;
+ * else the fused kernel on those CTAs, also two an SM: ranks may differ in
+ * alignment, never in the SMs they hold). Past that (up to 8 blocks a CTA,
+ * any alignment of the norm's buffers), the small routine's kernel, then the
  * epilogue-only kernel; so too, on the plan's routine and `threads` (the
  * plan's threads a CTA: the eager AllReduce's own launch), any rows the
  * epilogue-only kernel finishes straight-line (up to 16384 elements, 8-byte
