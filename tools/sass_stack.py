@@ -1,58 +1,61 @@
 #!/usr/bin/env python3
-"""sass_stack.py -- where a cubin's local-memory traffic is: per function
-of `nvdisasm -g -c` output (stdin), its instructions, its STL / LDL
-(spills, saved registers and local arrays) and its stack-pointer
-adjustments; with -f NAME (a substring of a mangled name), that function's
-SASS with its source lines, for reading.
+"""sass_stack.py -- where a cubin's local-memory traffic is. Reads
+`nvdisasm -g -c x.cubin` (stdin) and prints, per function (a kernel, and
+each __noinline__ routine that ptxas placed in its kernel's section as a
+`$kernel$routine` label), its instructions, its STL / LDL (spills, saved
+registers, local arrays), and the lowest and highest stack offset
+([R1 + x]) they touch; with -f NAME (a substring of a mangled name), the
+STL / LDL of that function counted by source line.
 
-    nvdisasm -g -c x.cubin | tools/sass_stack.py [-f megakernelLatencyILb1EL16purlinDataType_t2EL13purlinRedOp_t0]
+    nvdisasm -g -c megakernel.sm_90.cubin | tools/sass_stack.py [-f megakernelLatencyILb1EL16purlinDataType_t2]
 """
+import collections
 import re
 import sys
 
 
 def main():
-    want = None
-    if len(sys.argv) > 2 and sys.argv[1] == "-f":
-        want = sys.argv[2]
+    want = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "-f" else None
     funcs = []
     cur = None
-    line = ""
+    src = "?"
     for raw in sys.stdin:
-        m = re.match(r"\s*\.text\.(\S+):", raw)
+        m = re.match(r"^\s*\.text\.(\S+):", raw) or re.match(r"^\$[^$\s]+\$(\S+):", raw)
         if m:
-            cur = {"name": m.group(1), "n": 0, "stl": 0, "ldl": 0, "sp": [], "body": []}
+            cur = {"name": m.group(1), "n": 0, "stl": 0, "ldl": 0, "offs": set(),
+                   "lines": collections.Counter()}
             funcs.append(cur)
             continue
         if cur is None:
             continue
-        m = re.search(r"//## File \"([^\"]+)\", line (\d+)", raw)
+        m = re.search(r'//## File "([^"]+)", line (\d+)', raw)
         if m:
-            line = "%s:%s" % (m.group(1).split("/")[-1], m.group(2))
-            if want and want in cur["name"]:
-                cur["body"].append("      // " + line)
+            src = "%s:%s" % (m.group(1).split("/")[-1], m.group(2))
             continue
         m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?);", raw)
         if not m:
             continue
         ins = m.group(1)
         cur["n"] += 1
-        if re.search(r"\bSTL\b", ins):
-            cur["stl"] += 1
-        if re.search(r"\bLDL\b", ins):
-            cur["ldl"] += 1
-        if re.search(r"\bR1\b.*\bR1\b", ins) and ("IADD" in ins or "VIADD" in ins):
-            cur["sp"].append(ins)
-        if want and want in cur["name"]:
-            cur["body"].append(ins)
+        kind = "STL" if re.search(r"\bSTL", ins) else "LDL" if re.search(r"\bLDL", ins) else None
+        if kind is None:
+            continue
+        cur["stl" if kind == "STL" else "ldl"] += 1
+        cur["lines"][(src, kind)] += 1
+        o = re.search(r"\[R1(?:\+(0x[0-9a-f]+))?\]", ins)
+        if o:
+            cur["offs"].add(int(o.group(1), 16) if o.group(1) else 0)
+    print("%8s %6s %6s %7s %7s  %s" % ("ins", "STL", "LDL", "lo", "hi", "function"))
     for f in funcs:
-        print("%6d ins %5d STL %5d LDL  %-60s %s" % (f["n"], f["stl"], f["ldl"], f["name"][:150],
-                                                    " | ".join(f["sp"][:3])))
-    if want:
-        for f in funcs:
-            if want in f["name"]:
-                print("\n===== %s" % f["name"])
-                print("\n".join(f["body"]))
+        lo = min(f["offs"]) if f["offs"] else "-"
+        hi = max(f["offs"]) if f["offs"] else "-"
+        name = re.sub(r"_ZN\d+_INTERNAL_\w+?_cu_\w{8}\d+", "", f["name"])
+        print("%8d %6d %6d %7s %7s  %s" % (f["n"], f["stl"], f["ldl"], lo, hi, name[:120]))
+    for f in funcs:
+        if want and want in f["name"]:
+            print("\n===== %s" % f["name"])
+            for (src, kind), n in sorted(f["lines"].items()):
+                print("  %-30s %s %d" % (src, kind, n))
 
 
 main()
