@@ -82,10 +82,18 @@ struct MegakernelTraceSums {
   }
 };
 
-/* The routine of one descriptor on one team, one function per path,
- * datatype and op: __noinline__, so that the megakernel's loop stays small
- * in the instruction cache and ptxas allocates registers per routine (as
- * one inlined body the ~60 routines took ptxas over 5 minutes per Atom).
+/* The routine of one descriptor on one team: __noinline__, so that the
+ * megakernel's loop stays small in the instruction cache and ptxas
+ * allocates registers per routine (as one inlined body the ~60 routines
+ * took ptxas over 5 minutes per Atom). The latency path has two, one that
+ * reduces (datatype and op read at run time: PURLIN_DTYPE_RUNTIME,
+ * snac/latency.cuh) and one that does not; the throughput path one per
+ * datatype and op. ptxas gives every routine stack slots of its own in the
+ * kernel's frame, never shared (not even between routines inlined into
+ * one function), and the driver reserves the whole frame for every thread
+ * the GPU can hold: with a latency routine per datatype x op the frame was
+ * 11168 bytes and took 2692 MiB of the H200 from the first session on
+ * (bench/results/2026-12-04-megakernel-stack).
  * The small AllReduce of one packet per thread arrives here with its
  * packets pushed (megakernelRun) and only consumes; one of several packets
  * per thread runs whole here. */
@@ -142,9 +150,7 @@ struct MegakernelRun {
 
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   __device__ __forceinline__ void go() const {
-    if (d->path == purlinPathLatency)
-      megakernelLatency<R, D, O>(t, e, d, dc, lat, geo, pushed, tr);
-    else megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
+    megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
   }
 
   template <purlinDataType_t D>
@@ -158,7 +164,15 @@ struct MegakernelRun {
   }
 
   __device__ __forceinline__ void operator()() const {
-    if (!purlinCollReduces((purlinCollective_t)d->coll)) {
+    const bool reduces = purlinCollReduces((purlinCollective_t)d->coll);
+    if (d->path == purlinPathLatency) {
+      if (reduces)
+        megakernelLatency<true, PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME>(t, e, d, dc, lat, geo,
+                                                                        pushed, tr);
+      else megakernelLatency<false, purlinFloat32, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
+      return;
+    }
+    if (!reduces) {
       go<false, purlinFloat32, purlinSum>();
       return;
     }

@@ -74,28 +74,102 @@ struct SnacLatencyCall {
  * one per peer (measured: 8 ranks, 8 KiB AllReduce, see bench/ll_latency). */
 #define LL_BATCH 8
 
-/* Reduction of one packet's elements, in rank order: `v` from rank s. */
+/* One packet's elements of datatype D into accumulators `a` (in rank
+ * order: `first` for rank 0's), and the accumulators rounded back. */
 template <purlinDataType_t D, purlinRedOp_t O>
-struct LLAccum {
+struct LLPacketOps {
   typedef purlinDtype<D> T;
   typedef typename T::raw raw;
+  typedef typename T::acc acc;
   enum { E = 8 / sizeof(raw) };
-  typename T::acc a[E];
   union Bits {
     uint64_t u;
     raw r[E];
   };
-  __device__ __forceinline__ void add(uint64_t v, bool first) {
+  static __device__ __forceinline__ void add(acc* a, uint64_t v, bool first) {
     Bits x;
     x.u = v;
 #pragma unroll
     for (int e = 0; e < E; ++e) a[e] = first ? T::load(x.r[e]) : purlinOp<O>::apply(a[e], T::load(x.r[e]));
   }
-  __device__ __forceinline__ uint64_t bits() const {
+  static __device__ __forceinline__ uint64_t bits(const acc* a) {
     Bits y;
 #pragma unroll
     for (int e = 0; e < E; ++e) y.r[e] = T::store(a[e]);
     return y.u;
+  }
+};
+
+/* Reduction of one packet's elements, in rank order: `v` from rank s.
+ * Constructed from the call's datatype and op, which only
+ * LLAccum<PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME> reads. */
+template <purlinDataType_t D, purlinRedOp_t O>
+struct LLAccum {
+  typedef LLPacketOps<D, O> Ops;
+  typename Ops::acc a[Ops::E];
+  __device__ __forceinline__ LLAccum(purlinDataType_t, purlinRedOp_t) {}
+  __device__ __forceinline__ void add(uint64_t v, bool first) { Ops::add(a, v, first); }
+  __device__ __forceinline__ uint64_t bits() const { return Ops::bits(a); }
+};
+
+/* The datatype and op of a routine instantiated for any: read at run time
+ * by its reductions (LLAccum), so that one copy of the routine serves every
+ * datatype and op. The megakernel takes its latency routines so: ptxas
+ * gives each routine stack slots of its own, and the driver reserves the
+ * kernel's whole frame for every thread the GPU holds (one routine per
+ * datatype x op made an 11168-byte frame, 2.7 GB;
+ * bench/results/2026-12-04-megakernel-stack). The same operations in the
+ * same order: the same bits. */
+#define PURLIN_DTYPE_RUNTIME purlinNumDataTypes
+#define PURLIN_OP_RUNTIME purlinNumRedOps
+
+template <>
+struct LLAccum<PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME> {
+  union {
+    float f[8];
+    int32_t i[2];
+  } a;
+  purlinDataType_t d;
+  purlinRedOp_t o;
+  __device__ __forceinline__ LLAccum(purlinDataType_t dtype, purlinRedOp_t op) : d(dtype), o(op) {}
+
+  template <purlinDataType_t D>
+  __device__ __forceinline__ typename purlinDtype<D>::acc* of() {
+    return (typename purlinDtype<D>::acc*)(D == purlinInt32 ? (void*)a.i : (void*)a.f);
+  }
+  template <purlinDataType_t D>
+  __device__ __forceinline__ const typename purlinDtype<D>::acc* of() const {
+    return (const typename purlinDtype<D>::acc*)(D == purlinInt32 ? (const void*)a.i
+                                                                  : (const void*)a.f);
+  }
+  template <purlinDataType_t D>
+  __device__ __forceinline__ void addAs(uint64_t v, bool first) {
+    switch (o) {
+      case purlinMax: LLPacketOps<D, purlinMax>::add(of<D>(), v, first); break;
+      case purlinMin: LLPacketOps<D, purlinMin>::add(of<D>(), v, first); break;
+      default: LLPacketOps<D, purlinSum>::add(of<D>(), v, first); break;
+    }
+  }
+  __device__ __forceinline__ void add(uint64_t v, bool first) {
+    switch (d) {
+      case purlinFloat16: addAs<purlinFloat16>(v, first); break;
+      case purlinBfloat16: addAs<purlinBfloat16>(v, first); break;
+      case purlinFp8E4M3: addAs<purlinFp8E4M3>(v, first); break;
+      case purlinFp8E5M2: addAs<purlinFp8E5M2>(v, first); break;
+      case purlinInt32: addAs<purlinInt32>(v, first); break;
+      default: addAs<purlinFloat32>(v, first); break;
+    }
+  }
+  __device__ __forceinline__ uint64_t bits() const {
+    switch (d) {
+      case purlinFloat16: return LLPacketOps<purlinFloat16, purlinSum>::bits(of<purlinFloat16>());
+      case purlinBfloat16:
+        return LLPacketOps<purlinBfloat16, purlinSum>::bits(of<purlinBfloat16>());
+      case purlinFp8E4M3: return LLPacketOps<purlinFp8E4M3, purlinSum>::bits(of<purlinFp8E4M3>());
+      case purlinFp8E5M2: return LLPacketOps<purlinFp8E5M2, purlinSum>::bits(of<purlinFp8E5M2>());
+      case purlinInt32: return LLPacketOps<purlinInt32, purlinSum>::bits(of<purlinInt32>());
+      default: return LLPacketOps<purlinFloat32, purlinSum>::bits(of<purlinFloat32>());
+    }
   }
 };
 
@@ -189,7 +263,7 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
     const uint64_t P = (mine.recvBytes + 7) / 8;
     for (uint64_t i = g; i < P && !st.failed; i += G) {
       const uint64_t m = mine.recvBytes - 8 * i < 8 ? mine.recvBytes - 8 * i : 8;
-      LLAccum<D, O> sum;
+      LLAccum<D, O> sum(a.dtype, a.op);
       for (int s0 = 0; s0 < n && !st.failed; s0 += LL_BATCH) {
         SnacPacket k[LL_BATCH];
         const uint64_t* at[LL_BATCH];
@@ -469,7 +543,7 @@ static __device__ __forceinline__ void snacSmallArSums(const SnacTeam& t,
                                                        Tail& tail) {
   uint64_t bits = 0;
   if (valid) {
-    LLAccum<D, O> sum;
+    LLAccum<D, O> sum(a.dtype, a.op);
 #pragma unroll
     for (int r = 0; r < LL_BATCH; ++r) {
       if (r >= geo.nranks) break;
