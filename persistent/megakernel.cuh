@@ -85,14 +85,15 @@ struct MegakernelTraceSums {
 /* The routine of one descriptor on one team: __noinline__, so that the
  * megakernel's loop stays small in the instruction cache and ptxas
  * allocates registers per routine (as one inlined body the ~60 routines
- * took ptxas over 5 minutes per Atom). The latency path has two, one that
- * reduces (datatype and op read at run time: PURLIN_DTYPE_RUNTIME,
- * snac/latency.cuh) and one that does not; the throughput path one per
- * datatype and op. ptxas gives every routine stack slots of its own in the
- * kernel's frame, never shared (not even between routines inlined into
- * one function), and the driver reserves the whole frame for every thread
- * the GPU can hold: with a latency routine per datatype x op the frame was
- * 11168 bytes and took 2692 MiB of the H200 from the first session on
+ * took ptxas over 5 minutes per Atom). The latency path has one that does
+ * not reduce, one per sum of fp32, fp16 and bf16 (decode's), and one for
+ * every other datatype and op (read at run time: PURLIN_DTYPE_RUNTIME,
+ * snac/latency.cuh); the throughput path one per datatype and op. ptxas
+ * gives every routine stack slots of its own in the kernel's frame, never
+ * shared (not even between routines inlined into one function), and the
+ * driver reserves the whole frame for every thread the GPU can hold: with
+ * a latency routine per datatype x op the frame was 11168 bytes and took
+ * 2692 MiB of the H200 from the first session on
  * (bench/results/2026-12-04-megakernel-stack).
  * The small AllReduce of one packet per thread arrives here with its
  * packets pushed (megakernelRun) and only consumes; one of several packets
@@ -166,10 +167,21 @@ struct MegakernelRun {
   __device__ __forceinline__ void operator()() const {
     const bool reduces = purlinCollReduces((purlinCollective_t)d->coll);
     if (d->path == purlinPathLatency) {
-      if (reduces)
+      /* The sums of decode (fp32, fp16, bf16) keep routines of their own:
+       * a routine of any datatype and op took 1.3 us more for the 8-byte
+       * AllReduce (bench/session_latency); the rest share one. */
+      const bool sum = d->op == purlinSum;
+      if (!reduces)
+        megakernelLatency<false, purlinFloat32, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
+      else if (sum && d->dtype == purlinBfloat16)
+        megakernelLatency<true, purlinBfloat16, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
+      else if (sum && d->dtype == purlinFloat16)
+        megakernelLatency<true, purlinFloat16, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
+      else if (sum && d->dtype == purlinFloat32)
+        megakernelLatency<true, purlinFloat32, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
+      else
         megakernelLatency<true, PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME>(t, e, d, dc, lat, geo,
                                                                         pushed, tr);
-      else megakernelLatency<false, purlinFloat32, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
       return;
     }
     if (!reduces) {

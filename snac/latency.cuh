@@ -125,29 +125,25 @@ struct LLAccum {
 
 template <>
 struct LLAccum<PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME> {
-  union {
-    float f[8];
-    int32_t i[2];
-  } a;
+  /* Two arrays, not a union behind a cast: each is indexed by constants
+   * only, so both stay in registers. */
+  float f[8];
+  int32_t i[2];
   purlinDataType_t d;
   purlinRedOp_t o;
   __device__ __forceinline__ LLAccum(purlinDataType_t dtype, purlinRedOp_t op) : d(dtype), o(op) {}
 
-  template <purlinDataType_t D>
-  __device__ __forceinline__ typename purlinDtype<D>::acc* of() {
-    return (typename purlinDtype<D>::acc*)(D == purlinInt32 ? (void*)a.i : (void*)a.f);
-  }
-  template <purlinDataType_t D>
-  __device__ __forceinline__ const typename purlinDtype<D>::acc* of() const {
-    return (const typename purlinDtype<D>::acc*)(D == purlinInt32 ? (const void*)a.i
-                                                                  : (const void*)a.f);
+  template <purlinDataType_t D, purlinRedOp_t O>
+  __device__ __forceinline__ void addTyped(uint64_t v, bool first) {
+    if constexpr (D == purlinInt32) LLPacketOps<D, O>::add(i, v, first);
+    else LLPacketOps<D, O>::add(f, v, first);
   }
   template <purlinDataType_t D>
   __device__ __forceinline__ void addAs(uint64_t v, bool first) {
     switch (o) {
-      case purlinMax: LLPacketOps<D, purlinMax>::add(of<D>(), v, first); break;
-      case purlinMin: LLPacketOps<D, purlinMin>::add(of<D>(), v, first); break;
-      default: LLPacketOps<D, purlinSum>::add(of<D>(), v, first); break;
+      case purlinMax: addTyped<D, purlinMax>(v, first); break;
+      case purlinMin: addTyped<D, purlinMin>(v, first); break;
+      default: addTyped<D, purlinSum>(v, first); break;
     }
   }
   __device__ __forceinline__ void add(uint64_t v, bool first) {
@@ -162,13 +158,12 @@ struct LLAccum<PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME> {
   }
   __device__ __forceinline__ uint64_t bits() const {
     switch (d) {
-      case purlinFloat16: return LLPacketOps<purlinFloat16, purlinSum>::bits(of<purlinFloat16>());
-      case purlinBfloat16:
-        return LLPacketOps<purlinBfloat16, purlinSum>::bits(of<purlinBfloat16>());
-      case purlinFp8E4M3: return LLPacketOps<purlinFp8E4M3, purlinSum>::bits(of<purlinFp8E4M3>());
-      case purlinFp8E5M2: return LLPacketOps<purlinFp8E5M2, purlinSum>::bits(of<purlinFp8E5M2>());
-      case purlinInt32: return LLPacketOps<purlinInt32, purlinSum>::bits(of<purlinInt32>());
-      default: return LLPacketOps<purlinFloat32, purlinSum>::bits(of<purlinFloat32>());
+      case purlinFloat16: return LLPacketOps<purlinFloat16, purlinSum>::bits(f);
+      case purlinBfloat16: return LLPacketOps<purlinBfloat16, purlinSum>::bits(f);
+      case purlinFp8E4M3: return LLPacketOps<purlinFp8E4M3, purlinSum>::bits(f);
+      case purlinFp8E5M2: return LLPacketOps<purlinFp8E5M2, purlinSum>::bits(f);
+      case purlinInt32: return LLPacketOps<purlinInt32, purlinSum>::bits(i);
+      default: return LLPacketOps<purlinFloat32, purlinSum>::bits(f);
     }
   }
 };
@@ -530,6 +525,50 @@ static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTe
   return out;
 }
 
+/* Packet i of every rank summed in rank order (this rank's `own`, the
+ * peers' in k), typed; for a routine of any datatype and op
+ * (PURLIN_DTYPE_RUNTIME), one switch on them around the whole sum rather
+ * than one in every add. */
+template <purlinDataType_t D, purlinRedOp_t O, int NB>
+static __device__ __forceinline__ uint64_t llSumPacketsTyped(int n, int me, uint64_t own,
+                                                             const SnacPacket (&k)[NB]) {
+  LLAccum<D, O> sum(D, O);
+#pragma unroll
+  for (int r = 0; r < LL_BATCH; ++r) {
+    if (r >= n) break;
+    sum.add(r == me ? own : k[r].value(), r == 0);
+  }
+  return sum.bits();
+}
+
+template <purlinDataType_t D, int NB>
+static __device__ __forceinline__ uint64_t llSumPacketsOp(purlinRedOp_t o, int n, int me,
+                                                          uint64_t own, const SnacPacket (&k)[NB]) {
+  switch (o) {
+    case purlinMax: return llSumPacketsTyped<D, purlinMax>(n, me, own, k);
+    case purlinMin: return llSumPacketsTyped<D, purlinMin>(n, me, own, k);
+    default: return llSumPacketsTyped<D, purlinSum>(n, me, own, k);
+  }
+}
+
+template <purlinDataType_t D, purlinRedOp_t O, int NB>
+static __device__ __forceinline__ uint64_t llSumPackets(purlinDataType_t d, purlinRedOp_t o, int n,
+                                                        int me, uint64_t own,
+                                                        const SnacPacket (&k)[NB]) {
+  if constexpr (D != PURLIN_DTYPE_RUNTIME) {
+    return llSumPacketsTyped<D, O>(n, me, own, k);
+  } else {
+    switch (d) {
+      case purlinFloat16: return llSumPacketsOp<purlinFloat16>(o, n, me, own, k);
+      case purlinBfloat16: return llSumPacketsOp<purlinBfloat16>(o, n, me, own, k);
+      case purlinFp8E4M3: return llSumPacketsOp<purlinFp8E4M3>(o, n, me, own, k);
+      case purlinFp8E5M2: return llSumPacketsOp<purlinFp8E5M2>(o, n, me, own, k);
+      case purlinInt32: return llSumPacketsOp<purlinInt32>(o, n, me, own, k);
+      default: return llSumPacketsOp<purlinFloat32>(o, n, me, own, k);
+    }
+  }
+}
+
 /* Packet i's sums, in rank order (this rank's own packet `own`, the peers'
  * in k), to the tail; `valid` where this thread has packet i and nothing
  * failed. */
@@ -542,15 +581,7 @@ static __device__ __forceinline__ void snacSmallArSums(const SnacTeam& t,
                                                        uint64_t own, const SnacPacket (&k)[NB],
                                                        Tail& tail) {
   uint64_t bits = 0;
-  if (valid) {
-    LLAccum<D, O> sum(a.dtype, a.op);
-#pragma unroll
-    for (int r = 0; r < LL_BATCH; ++r) {
-      if (r >= geo.nranks) break;
-      sum.add(r == geo.rank ? own : k[r].value(), r == 0);
-    }
-    bits = sum.bits();
-  }
+  if (valid) bits = llSumPackets<D, O>(a.dtype, a.op, geo.nranks, geo.rank, own, k);
   const uint64_t m = valid && s.bytes - 8 * i < 8 ? s.bytes - 8 * i : 8;
   tail.finish(t, a, epoch, i, valid, m, bits);
 }
