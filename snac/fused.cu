@@ -153,7 +153,7 @@ extern "C" cudaError_t purlinFusedLatencyLaunch(const purlinLatencyArgs_t* args,
    * kernel where its buffers are aligned, else the fused kernel bounded to
    * two an SM. (fused_test's skewed ranks: 8 ranks, 2 x 12288, half
    * misaligned; the fused kernel at one an SM on 24 CTAs beside the
-   * others' blocks kernels, spread one a SM, left CTAs unstarted and
+   * others' blocks kernels, spread one an SM, left CTAs unstarted and
    * every rank timed out.) Every other kernel here runs on the plan's
    * CTAs. */
   const uint64_t blocks = l.count / SNAC_NORM_BLOCK;
