@@ -175,7 +175,7 @@ static int ownOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
 
 static const BenchCli kCli = {
     "collectives", usage, kBenchColls, kDtypeSpellings,
-    sizeof kDtypeSpellings / sizeof kDtypeSpellings[0], false, ownOption, &ownOptions};
+    sizeof kDtypeSpellings / sizeof kDtypeSpellings[0], ownOption, &ownOptions};
 
 /* ------------------------------------------------------------------------ */
 /* The benchmark's state                                                     */

@@ -239,11 +239,8 @@ int benchParseArgs(const BenchCli* cli, int argc, char** argv, BenchOptions* o) 
       cli->usage(stdout);
       return 1;
     }
-    int res = kBenchOptBad;
-    if (v != NULL || !cli->everyOptionTakesValue) {
-      res = commonOption(cli, o, a, v);
-      if (res == kBenchOptUnknown && cli->option != NULL) res = cli->option(cli->ctx, o, a, v);
-    }
+    int res = commonOption(cli, o, a, v);
+    if (res == kBenchOptUnknown && cli->option != NULL) res = cli->option(cli->ctx, o, a, v);
     if (res == kBenchOptUnknown) {
       fprintf(stderr, "%s: unknown option %s\n", cli->program, a);
       cli->usage(stderr);
@@ -688,9 +685,11 @@ static bool graphUs(BenchRanks* R, const BenchWork* w, int steps, int reps, doub
     GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
     cudaError_t e = cudaStreamEndCapture(R->streams[r], &graph[r]);
     if (e != cudaSuccess) {
-      if (ok)
+      if (ok && w->shape != NULL)
         fprintf(stderr, "FAILED %s capture of %s %zu B, rank %d: %s\n", w->lib,
                 kBenchCollTitle[w->shape->coll], w->shape->bytes, r, cudaGetErrorString(e));
+      else if (ok)
+        fprintf(stderr, "FAILED %s capture, rank %d: %s\n", w->lib, r, cudaGetErrorString(e));
       ok = false;
       graph[r] = NULL;
     }

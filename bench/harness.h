@@ -140,9 +140,6 @@ typedef struct BenchCli {
   int colls; /* --colls and the default take the first `colls` collectives */
   const BenchSpelling* dtypes;
   int ndtypes;
-  /* A last option without a value is "bad or missing" even when it is
-   * unknown (nccl_compare's rule: every option there takes a value). */
-  bool everyOptionTakesValue;
   /* The benchmark's own options; v is NULL for the last argument. */
   int (*option)(void* ctx, BenchOptions* o, const char* a, const char* v);
   void* ctx;

@@ -26,7 +26,19 @@
  * replay launches every rank's graph between that rank's events. The time
  * of one repetition is the maximum over ranks; one warm-up repetition,
  * then --iters timed ones, median / K reported. K makes a repetition last
- * about 5 ms (1..100, from the previous size's time). Data: before timing,
+ * about 5 ms (1..100, from the previous size's time).
+ *
+ * Session columns (--no-session leaves them out): purlin's calls inside a
+ * session, each rank's purlinSessionBegin, K calls and purlinSessionEnd
+ * captured on its own stream into its own graph (as graph mode, one
+ * step being the whole session; K from purlin's graph time), two ways:
+ * each call followed by its wait (sess+wait, the latency a dependent
+ * kernel sees) and the K calls in one group with one wait at the end
+ * (sess rate). Per call = (median replay - the median replay of a session
+ * with no call, measured once) / K, and NCCL's graph time over it. Each
+ * way's data is checked in one uncaptured session of one call. Ranks on
+ * one GPU need two CUDA hardware queues each: main sets
+ * CUDA_DEVICE_MAX_CONNECTIONS=32 (unless set) before CUDA starts. Data: before timing,
  * each library runs every size once eagerly on fresh inputs into poisoned
  * outputs, and every output element and a guard after it is compared
  * exactly with a host reference (inputs are small integers, a function of
@@ -196,6 +208,20 @@ static const size_t kSmallLimit = (size_t)1 << 20;
 static const size_t kLargeFrom = (size_t)64 << 20;
 static const double kTargetGeomean = 1.5;
 static const double kTargetWorst = 1.0;
+/* The session targets (issue 18), NCCL graph time / purlin sess+wait, for
+ * AllReduce: every size <= 64 KiB, and every size <= 1 MiB. */
+static const size_t kSessionSmallLimit = (size_t)64 << 10;
+static const double kTargetSessionSmall = 2.0;
+static const double kTargetSessionWorst = 1.0;
+
+/* The two ways a session is timed (bench/harness.h: benchSession). */
+enum { kWait, kGroup, kWays };
+static const char* const kWayKey[kWays] = {"session_wait", "session_group"};
+static const char* const kWayTitle[kWays] = {"sess+wait", "sess rate"};
+static const int kWayTimeWidth = 9, kWayRatioWidth = 6;
+/* The session columns: per way its time and NCCL's graph time over it,
+ * then #wrong. */
+static const int kSessionWidth = kWays * (1 + kWayTimeWidth + 1 + kWayRatioWidth) + 7;
 
 /* Table columns: size, count, type, then time, algbw, busbw per mode. */
 static const BenchTableFormat kFormat = {6, false, 9, 8, 7};
@@ -205,6 +231,8 @@ struct Knobs {
   int ctas;    /* purlin's config.collectiveCtas (0: tuned) */
   int path;    /* purlin's config.path (purlinPathAuto: tuned) */
   size_t lbuf; /* purlin's config.latencyBufferBytes (0: default) */
+  int megakernelCtas; /* purlin's config.megakernelCtas (0: default) */
+  bool noSession;     /* --no-session */
 };
 
 static void usage(FILE* f) {
@@ -225,7 +253,9 @@ static void usage(FILE* f) {
           "                   for tuning runs\n"
           "  --path P         purlin's path: auto|latency|throughput (default auto); a forced\n"
           "                   latency path fails calls too large for its buffer\n"
-          "  --lbuf B         purlin's latency buffer per half (default 2M)\n"
+          "  --lbuf B         purlin's latency buffer per half (default the library's)\n"
+          "  --megakernel-ctas N  purlin's config.megakernelCtas (default the library's)\n"
+          "  --no-session     leave out purlin's session columns\n"
           "environment: PURLIN_NCCL_LIB=path/to/libnccl.so.2 is tried first\n");
 }
 
@@ -234,11 +264,19 @@ static const BenchSpelling kDtypeSpellings[] = {
     {"float", purlinFloat32},  {"fp32", purlinFloat32},      {"half", purlinFloat16},
     {"fp16", purlinFloat16},   {"bf16", purlinBfloat16},     {"bfloat16", purlinBfloat16}};
 
-/* --ctas, --path, --lbuf; v is never NULL (everyOptionTakesValue). */
+/* --ctas, --path, --lbuf, --megakernel-ctas, --no-session. */
 static int knobOption(void* ctx, BenchOptions* o, const char* a, const char* v) {
   (void)o;
   Knobs* k = (Knobs*)ctx;
   bool ok = true;
+  if (strcmp(a, "--no-session") == 0) {
+    k->noSession = true;
+    return kBenchOptFlag;
+  }
+  if (strcmp(a, "--path") != 0 && strcmp(a, "--lbuf") != 0 && strcmp(a, "--ctas") != 0 &&
+      strcmp(a, "--megakernel-ctas") != 0)
+    return kBenchOptUnknown;
+  if (v == NULL) return kBenchOptBad;
   if (strcmp(a, "--path") == 0) {
     if (strcasecmp(v, "auto") == 0) k->path = purlinPathAuto;
     else if (strcasecmp(v, "latency") == 0) k->path = purlinPathLatency;
@@ -249,7 +287,7 @@ static int knobOption(void* ctx, BenchOptions* o, const char* a, const char* v) 
   } else if (strcmp(a, "--ctas") == 0) {
     ok = benchParseInt(v, 0, 1 << 16, &k->ctas); /* the config check bounds it */
   } else {
-    return kBenchOptUnknown;
+    ok = benchParseInt(v, 1, 1024, &k->megakernelCtas); /* the config check bounds it */
   }
   return ok ? kBenchOptOk : kBenchOptBad;
 }
@@ -269,6 +307,16 @@ struct Bench {
   ncclComm_t ncclComms[kBenchMaxRanks];
   int ncclCommsMade;
   bool usable[kLibs]; /* false after a failed call: the library stops */
+  int sessions;       /* kSessions* */
+  char sessionWhy[512];
+  double emptySessionUs; /* a session graph with no call; negative when not measured */
+};
+
+/* Whether purlin's session columns are printed and measured. */
+enum {
+  kSessionsLeftOut, /* --no-session: no columns */
+  kSessionsOff,     /* columns of "-": refused here, or a session failed (sessionWhy) */
+  kSessionsOn
 };
 
 struct Cell {
@@ -283,6 +331,10 @@ struct Row {
   int checked[kLibs]; /* kBenchNotRun, kBenchDone, kBenchFailed */
   size_t wrong[kLibs];
   double ratio[kModes]; /* NCCL us / purlin us; negative when not measured */
+  Cell session[kWays];  /* purlin in a session; us per call less the empty session's */
+  int sessionChecked[kWays];
+  size_t sessionWrong[kWays];
+  double sessionRatio[kWays]; /* NCCL graph us / purlin session us; negative: none */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -391,6 +443,40 @@ static BenchWork workOf(int lib, LibWork* ctx) {
   return w;
 }
 
+/* One rank's whole session with `calls` calls of `s` (none: s may be
+ * NULL), each waited for or all in one group: the graph part of a session
+ * cell, and (one call) its check. */
+struct SessionWork {
+  const Bench* B;
+  const BenchShape* s;
+  int calls;
+  bool grouped;
+};
+
+/* Rank r's session; prints what failed, except a refusal of
+ * purlinSessionBegin when `quietRefusal`. *at: the step (kBenchSession*). */
+static purlinResult_t rankSession(const SessionWork* w, int r, cudaStream_t st, const char* when,
+                                  bool quietRefusal, int* at) {
+  const Bench* B = w->B;
+  purlinResult_t res = benchSession(B->comms[r], st, w->calls, w->grouped,
+                                    [&](int) { return purlinCall(B, w->s, r, st); }, at);
+  if (res == purlinSuccess) return res;
+  if (quietRefusal && res == purlinInvalidUsage && *at == kBenchSessionBegin) return res;
+  char what[96] = "a session with no call";
+  if (w->s != NULL)
+    snprintf(what, sizeof what, "%s %zu B", kBenchCollTitle[w->s->coll], w->s->bytes);
+  const char* m = purlinGetLastError(B->comms[r]);
+  fprintf(stderr, "FAILED purlin %s in a session, rank %d (%s, at %s): %s\n  %s\n", what, r,
+          when, kBenchSessionStep[*at], purlinGetErrorName(res),
+          m != NULL && m[0] ? m : purlinGetLastError(NULL));
+  return res;
+}
+
+static bool purlinRankSession(void* ctx, int r, cudaStream_t st, const char* when) {
+  int at = kBenchSessionCall;
+  return rankSession((const SessionWork*)ctx, r, st, when, false, &at) == purlinSuccess;
+}
+
 /* Whether no rank of `lib` reports an asynchronous error (printed). */
 static bool asyncOk(const Bench* B, int lib) {
   for (int r = 0; r < B->ranks.n; ++r) {
@@ -446,6 +532,102 @@ static int checkOnce(Bench* B, const BenchShape* s, int lib, uint64_t seed, Benc
 }
 
 /* ------------------------------------------------------------------------ */
+/* Sessions                                                                  */
+
+/* The median replay (us) of every rank's session, each rank's captured
+ * into its own graph (graph mode, one step). */
+static bool sessionGraphUs(Bench* B, const BenchShape* s, int calls, bool grouped, double* us) {
+  SessionWork sw = {B, s, calls, grouped};
+  BenchWork w = {"purlin session", s, purlinRankSession, NULL, &sw};
+  return kBenchMode[kBenchGraph].time(&B->ranks, &w, 1, B->opt.iters, us) && asyncOk(B, kPurlin);
+}
+
+/* Turns the session columns to "-" for the rest of the run. */
+static void sessionsOff(Bench* B, const char* why) {
+  B->sessions = kSessionsOff;
+  snprintf(B->sessionWhy, sizeof B->sessionWhy, "%s", why);
+}
+
+/* Every rank's first session, eager and uncaptured (it makes the rank's
+ * session resources, which allocates: no capture may see it), then the
+ * session with no call, timed as the cells are. A refusal (no megakernel
+ * for this GPU, too few CUDA hardware queues) turns the columns to "-"
+ * with its reason; any other failure too, and it counts as a failure.
+ * Returns the failures. */
+static int startSessions(Bench* B) {
+  BenchRanks* R = &B->ranks;
+  SessionWork sw = {B, NULL, 0, false};
+  for (int r = 0; r < R->n; ++r) {
+    GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
+    int at = kBenchSessionCall;
+    purlinResult_t res = rankSession(&sw, r, R->streams[r], "first session", true, &at);
+    if (res == purlinSuccess) continue;
+    benchSyncRanks(R);
+    if (res == purlinInvalidUsage && at == kBenchSessionBegin) {
+      char why[512];
+      snprintf(why, sizeof why, "purlinSessionBegin refused rank %d: %s", r,
+               purlinGetLastError(B->comms[r]));
+      sessionsOff(B, why);
+      return 0;
+    }
+    sessionsOff(B, "the first session failed (see FAILED above)");
+    return 1;
+  }
+  benchSyncRanks(R);
+  if (!asyncOk(B, kPurlin) || !sessionGraphUs(B, NULL, 0, false, &B->emptySessionUs)) {
+    B->emptySessionUs = -1;
+    sessionsOff(B, "the first sessions failed (see FAILED above)");
+    return 1;
+  }
+  return 0;
+}
+
+/* One uncaptured session of one call of `s` on every rank, the `way`
+ * given, on fresh inputs into poisoned outputs; counts wrong elements
+ * into *wrong. Returns kBenchDone or kBenchFailed. */
+static int checkSession(Bench* B, const BenchShape* s, int way, uint64_t seed, BenchTables* T,
+                        size_t* wrong) {
+  BenchRanks* R = &B->ranks;
+  BenchValueRule rule = benchValueRule(R->n, B->opt.dtype, B->opt.op, seed, false);
+  benchPrepareInputs(R, s, &rule, B->opt.dtype, T);
+  SessionWork sw = {B, s, 1, way == kGroup};
+  BenchWork w = {"purlin session", s, purlinRankSession, NULL, &sw};
+  bool ok = benchStep(R, &w, "session check");
+  benchSyncRanks(R);
+  if (!ok || !asyncOk(B, kPurlin)) return kBenchFailed;
+  char what[96];
+  snprintf(what, sizeof what, "purlin %s %zu B %s", kBenchCollTitle[s->coll], s->bytes,
+           kWayKey[way]);
+  *wrong = benchCheckOutputs(R, s, T, what);
+  return kBenchDone;
+}
+
+/* Row w's session cells, purlin's graph cell measured: per way the check,
+ * then the graph of K calls per session (K as purlin's graph steps).
+ * Returns false after a failure (the columns are then off). */
+static bool measureSessions(Bench* B, const BenchShape* s, Row* w, BenchTables* T,
+                            uint64_t* seed) {
+  const int calls = benchStepsFor(w->cell[kPurlin][kGraph].us);
+  for (int way = 0; way < kWays; ++way) {
+    Cell* c = &w->session[way];
+    w->sessionChecked[way] = checkSession(B, s, way, ++*seed, T, &w->sessionWrong[way]);
+    bool ok = w->sessionChecked[way] == kBenchDone;
+    double graphUs = 0;
+    ok = ok && sessionGraphUs(B, s, calls, way == kGroup, &graphUs);
+    if (!ok) {
+      c->state = kBenchFailed;
+      benchSyncRanks(&B->ranks);
+      sessionsOff(B, "a session failed (see FAILED above)");
+      return false;
+    }
+    c->state = kBenchDone;
+    c->steps = calls;
+    c->us = benchSessionCallUs(graphUs, B->emptySessionUs, calls);
+  }
+  return true;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Output                                                                    */
 
 /* A mode's time, algbw and busbw; a library's modes then its #wrong. */
@@ -472,9 +654,12 @@ static void printTableHeader(const Bench* B, int coll) {
   printf("\n# %s, %d ranks, %s%s%s; time per call (us), the slowest rank's\n",
          kBenchCollTitle[coll], B->ranks.n, kBenchDtypeName[B->opt.dtype],
          benchReduces(coll) ? " " : "", benchReduces(coll) ? kBenchOpName[B->opt.op] : "");
+  const bool sessions = B->sessions != kSessionsLeftOut;
   printf("#%32s", "");
   for (int l = 0; l < kLibs; ++l) printLibRule(kLibTitle[l]);
-  printf(" %s\n", "NCCL/purlin");
+  printf(" %-*s", kModes * 7 - 1, "NCCL/purlin");
+  if (sessions) benchPrintCentered("purlin session", kSessionWidth);
+  printf("\n");
   printf("#%32s", "");
   for (int l = 0; l < kLibs; ++l) {
     for (int m = 0; m < kModes; ++m) {
@@ -484,6 +669,11 @@ static void printTableHeader(const Bench* B, int coll) {
     }
     printf(" %6s", "");
   }
+  if (sessions) {
+    printf("%*s", kModes * 7, "");
+    for (int k = 0; k < kWays; ++k)
+      printf(" %*s %*s", kWayTimeWidth, "", kWayRatioWidth, "NCCL/");
+  }
   printf("\n");
   benchPrintLeadTitles(&kFormat, "size", "count", "type", NULL);
   for (int l = 0; l < kLibs; ++l) {
@@ -491,11 +681,21 @@ static void printTableHeader(const Bench* B, int coll) {
     printf(" %6s", "#wrong");
   }
   for (int m = 0; m < kModes; ++m) printf(" %6s", kBenchMode[kModeOf[m]].key);
+  if (sessions) {
+    for (int k = 0; k < kWays; ++k)
+      printf(" %*s %*s", kWayTimeWidth, kWayTitle[k], kWayRatioWidth, "sess");
+    printf(" %6s", "#wrong");
+  }
   printf("\n");
   benchPrintLeadTitles(&kFormat, "(B)", "(elements)", "", NULL);
   for (int l = 0; l < kLibs; ++l) {
     for (int m = 0; m < kModes; ++m) benchPrintTimeUnits(&kFormat);
     printf(" %6s", "");
+  }
+  if (sessions) {
+    printf("%*s", kModes * 7, "");
+    for (int k = 0; k < kWays; ++k)
+      printf(" %*s %*s", kWayTimeWidth, "(us)", kWayRatioWidth, "");
   }
   printf("\n");
 }
@@ -516,6 +716,25 @@ static void printRow(const Bench* B, const Row* w) {
       printf(" %6s", w->checked[l] == kBenchFailed ? "FAIL" : "-");
   }
   for (int m = 0; m < kModes; ++m) benchPrintRatio(w->ratio[m] > 0 ? w->ratio[m] : -1, 6, " %*.2f");
+  if (B->sessions != kSessionsLeftOut) {
+    size_t wrong = 0;
+    int checked = kBenchNotRun;
+    for (int k = 0; k < kWays; ++k) {
+      const Cell* c = &w->session[k];
+      if (c->state == kBenchDone)
+        printf(" %*.2f", kWayTimeWidth, c->us);
+      else
+        printf(" %*s", kWayTimeWidth, c->state == kBenchFailed ? "FAIL" : "-");
+      benchPrintRatio(w->sessionRatio[k], kWayRatioWidth, " %*.2f");
+      if (w->sessionChecked[k] == kBenchDone && checked != kBenchFailed) checked = kBenchDone;
+      if (w->sessionChecked[k] == kBenchFailed) checked = kBenchFailed;
+      wrong += w->sessionWrong[k];
+    }
+    if (checked == kBenchDone)
+      printf(" %6zu", wrong);
+    else
+      printf(" %6s", checked == kBenchFailed ? "FAIL" : "-");
+  }
   printf("\n");
   fflush(stdout);
 }
@@ -526,15 +745,28 @@ struct CollSummary {
   int rows, small, large;
   double geomeanSmall, worstSmall, worstLarge;
   size_t worstSmallBytes, worstLargeBytes;
+  /* NCCL graph / purlin sess+wait: the worst <= 64 KiB and <= 1 MiB. */
+  double sessionWorstSmall, sessionWorst;
+  size_t sessionWorstSmallBytes, sessionWorstBytes;
 };
+
+/* Keeps the smaller of *worst (negative: none yet) and v > 0, and where. */
+static void keepWorst(double v, size_t bytes, double* worst, size_t* at) {
+  if (v > 0 && (*worst < 0 || v < *worst)) *worst = v, *at = bytes;
+}
 
 static void summarizeColl(const std::vector<Row>& rows, int coll, CollSummary* s) {
   memset(s, 0, sizeof *s);
   s->geomeanSmall = s->worstSmall = s->worstLarge = -1;
+  s->sessionWorstSmall = s->sessionWorst = -1;
   double logSum = 0;
   for (const Row& w : rows) {
     if (w.coll != coll) continue;
     ++s->rows;
+    double sv = w.sessionRatio[kWait];
+    if (w.bytes <= kSessionSmallLimit)
+      keepWorst(sv, w.bytes, &s->sessionWorstSmall, &s->sessionWorstSmallBytes);
+    if (w.bytes <= kSmallLimit) keepWorst(sv, w.bytes, &s->sessionWorst, &s->sessionWorstBytes);
     double v = w.ratio[kGraph];
     if (!(v > 0)) continue;
     if (w.bytes <= kSmallLimit) {
@@ -550,7 +782,7 @@ static void summarizeColl(const std::vector<Row>& rows, int coll, CollSummary* s
   if (s->small > 0) s->geomeanSmall = exp(logSum / s->small);
 }
 
-static void printCollSummary(int coll, const CollSummary* s) {
+static void printCollSummary(const Bench* B, int coll, const CollSummary* s) {
   char what[96];
   snprintf(what, sizeof what, "%s graph NCCL/purlin geomean <= 1 MiB", kBenchCollTitle[coll]);
   benchPrintTarget(52, what, s->geomeanSmall, kTargetGeomean, false, 0);
@@ -560,6 +792,13 @@ static void printCollSummary(int coll, const CollSummary* s) {
     snprintf(what, sizeof what, "%s graph NCCL/purlin worst >= 64 MiB", kBenchCollTitle[coll]);
     benchPrintTarget(52, what, s->worstLarge, kTargetWorst, false, s->worstLargeBytes);
   }
+  /* The session targets are AllReduce's; the other collectives' ratios
+   * are in their tables. */
+  if (B->sessions == kSessionsLeftOut || coll != kBenchAllReduce) return;
+  benchPrintTarget(52, "AllReduce NCCL graph/purlin sess+wait worst <= 64 KiB",
+                   s->sessionWorstSmall, kTargetSessionSmall, false, s->sessionWorstSmallBytes);
+  benchPrintTarget(52, "AllReduce NCCL graph/purlin sess+wait worst <= 1 MiB", s->sessionWorst,
+                   kTargetSessionWorst, false, s->sessionWorstBytes);
 }
 
 /* The first line of the kernel driver's version file, or "". */
@@ -611,6 +850,11 @@ static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
   for (int r = 0; r < R->n; ++r) fprintf(f, "%s%d", r ? ", " : "", R->devices[r]);
   fprintf(f, "]},\n \"dtype\": \"%s\", \"op\": \"%s\", \"iters\": %d, \"ctas\": %d,\n",
           kBenchDtypeName[B->opt.dtype], kBenchOpName[B->opt.op], B->opt.iters, B->knobs.ctas);
+  fprintf(f, " \"sessions\": {\"status\": \"%s\", \"why\": ",
+          B->sessions == kSessionsOn ? "on" : B->sessions == kSessionsOff ? "off" : "left_out");
+  benchJsonString(f, B->sessionWhy);
+  fprintf(f, ", ");
+  benchJsonNumber(f, "empty_session_us", B->emptySessionUs, "},\n");
   fprintf(f, " \"summary\": {");
   for (int c = 0; c < kColls; ++c) {
     CollSummary s;
@@ -618,7 +862,9 @@ static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
     fprintf(f, "\"%s\": {", kBenchCollKey[c]);
     benchJsonNumber(f, "graph_ratio_geomean_le_1MiB", s.geomeanSmall, ", ");
     benchJsonNumber(f, "graph_ratio_worst_le_1MiB", s.worstSmall, ", ");
-    benchJsonNumber(f, "graph_ratio_worst_ge_64MiB", s.worstLarge, "}, ");
+    benchJsonNumber(f, "graph_ratio_worst_ge_64MiB", s.worstLarge, ", ");
+    benchJsonNumber(f, "session_wait_ratio_worst_le_64KiB", s.sessionWorstSmall, ", ");
+    benchJsonNumber(f, "session_wait_ratio_worst_le_1MiB", s.sessionWorst, "}, ");
   }
   fprintf(f, "\"wrong\": %zu, \"failures\": %d},\n \"rows\": [", wrong, failures);
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -639,11 +885,28 @@ static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
       }
       fprintf(f, "}");
     }
-    fprintf(f, ", ");
+    fprintf(f, ", \"purlin_session\": {");
+    for (int k = 0; k < kWays; ++k) {
+      const Cell* c = &w.session[k];
+      fprintf(f, "%s\"%s\": {\"check\": \"%s\", \"wrong\": %zu, \"status\": \"%s\"",
+              k ? ", " : "", kWayKey[k], kBenchStateKey[w.sessionChecked[k]], w.sessionWrong[k],
+              kBenchStateKey[c->state]);
+      if (c->state == kBenchDone) {
+        benchJsonTime(f, c->us, w.bytes, benchBusFactor(w.coll, R->n));
+        fprintf(f, ", \"calls_per_session\": %d", c->steps);
+      }
+      fprintf(f, "}");
+    }
+    fprintf(f, "}, ");
     for (int m = 0; m < kModes; ++m) {
       char key[64];
       snprintf(key, sizeof key, "nccl_over_purlin_%s", kBenchMode[kModeOf[m]].key);
-      benchJsonNumber(f, key, w.ratio[m], m + 1 < kModes ? ", " : "}");
+      benchJsonNumber(f, key, w.ratio[m], ", ");
+    }
+    for (int k = 0; k < kWays; ++k) {
+      char key[64];
+      snprintf(key, sizeof key, "nccl_graph_over_purlin_%s", kWayKey[k]);
+      benchJsonNumber(f, key, w.sessionRatio[k], k + 1 < kWays ? ", " : "}");
     }
   }
   fprintf(f, "\n ]\n}\n");
@@ -681,14 +944,21 @@ static void teardown(Bench* B) {
 int main(int argc, char** argv) {
   /* Before NCCL can read it: NVLink multicast stays off in every run. */
   setenv("NCCL_NVLS_ENABLE", "0", 1);
+  /* Before CUDA starts (it reads this once): a session needs two CUDA
+   * hardware queues per rank, its stream's and its megakernel's; CUDA's
+   * default of 8 serves 4 ranks on one GPU. A value set by the caller is
+   * kept. */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   static Bench bench;
   Bench* B = &bench;
   BenchRanks* R = &B->ranks;
   const BenchCli cli = {"nccl_compare", usage, kColls, kDtypeSpellings,
-                        sizeof kDtypeSpellings / sizeof kDtypeSpellings[0], true, knobOption,
+                        sizeof kDtypeSpellings / sizeof kDtypeSpellings[0], knobOption,
                         &B->knobs};
   int parsed = benchParseArgs(&cli, argc, argv, &B->opt);
   if (parsed != 0) return parsed == 1 ? 0 : 2;
+  B->sessions = B->knobs.noSession ? kSessionsLeftOut : kSessionsOn;
+  B->emptySessionUs = -1;
   B->ndev = benchDeviceCount("bench/nccl_compare");
   if (B->ndev == 0) return 0;
 
@@ -719,6 +989,7 @@ int main(int argc, char** argv) {
   config.collectiveCtas = B->knobs.ctas;
   config.path = B->knobs.path;
   if (B->knobs.lbuf != 0) config.latencyBufferBytes = B->knobs.lbuf;
+  if (B->knobs.megakernelCtas != 0) config.megakernelCtas = B->knobs.megakernelCtas;
   purlinResult_t pres = purlinCommInitAllConfig(B->comms, R->n, R->devices, &config);
   if (pres != purlinSuccess) {
     fprintf(stderr, "FAILED purlinCommInitAllConfig (%d ranks): %s\n  %s\n", R->n,
@@ -760,6 +1031,20 @@ int main(int argc, char** argv) {
   if (B->knobs.lbuf != 0)
     printf("# purlin latency buffer %zu B per half (--lbuf)\n", B->knobs.lbuf);
   if (R->n == 1) printf("# one rank: a smoke test of both libraries, not a comparison\n");
+  /* Before any capture: the first session of a communicator allocates. */
+  if (B->sessions == kSessionsOn) failures += startSessions(B);
+  if (B->sessions == kSessionsOn) {
+    const char* connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    printf("# purlin sessions: megakernelCtas %d, CUDA_DEVICE_MAX_CONNECTIONS=%s; each rank's "
+           "session in its own graph; sess+wait: each call followed by its wait; sess rate: the "
+           "calls in one group, one wait at the end\n",
+           config.megakernelCtas, connections != NULL ? connections : "(unset)");
+    printf("# purlin sessions: K calls per session (K as purlin's graph steps); per call = "
+           "(replay - a session with no call, %.2f us) / K\n",
+           B->emptySessionUs);
+  } else if (B->sessions == kSessionsOff) {
+    printf("# purlin session columns not measured (\"-\"): %s\n", B->sessionWhy);
+  }
 
   std::vector<Row> rows;
   static BenchTables tables;
@@ -785,9 +1070,14 @@ int main(int argc, char** argv) {
           if (c->state == kBenchDone) estimate[l][m] = c->us;
           else break;
         }
+        /* Sessions: purlin's, once its graph time gives K. */
+        bool sessionFailed = l == kPurlin && B->sessions == kSessionsOn &&
+                             w.cell[kPurlin][kGraph].state == kBenchDone &&
+                             !measureSessions(B, &s, &w, &tables, &seed);
+        for (int k = 0; k < kWays; ++k) totalWrong += l == kPurlin ? w.sessionWrong[k] : 0;
         /* A failed call may leave a library's ranks out of step: it stops
          * for the rest of the run, the other goes on. */
-        bool failed = w.checked[l] == kBenchFailed;
+        bool failed = w.checked[l] == kBenchFailed || sessionFailed;
         for (int m = 0; m < kModes; ++m) failed = failed || w.cell[l][m].state == kBenchFailed;
         if (failed) {
           ++failures;
@@ -795,6 +1085,12 @@ int main(int argc, char** argv) {
           benchSyncRanks(R);
         }
       }
+      for (int k = 0; k < kWays; ++k)
+        w.sessionRatio[k] =
+            w.session[k].state == kBenchDone && w.session[k].us > 0 &&
+                    w.cell[kNcclLib][kGraph].state == kBenchDone
+                ? w.cell[kNcclLib][kGraph].us / w.session[k].us
+                : -1;
       for (int m = 0; m < kModes; ++m)
         w.ratio[m] =
             w.cell[kPurlin][m].state == kBenchDone && w.cell[kNcclLib][m].state == kBenchDone
@@ -805,7 +1101,7 @@ int main(int argc, char** argv) {
     }
     CollSummary cs;
     summarizeColl(rows, coll, &cs);
-    printCollSummary(coll, &cs);
+    printCollSummary(B, coll, &cs);
   }
 
   teardown(B);
@@ -816,11 +1112,15 @@ int main(int argc, char** argv) {
   printf("#   targets, graph mode, NCCL time / purlin time: every size <= 1 MiB >= %.2f, "
          "geomean <= 1 MiB >= %.2f, AllGather/ReduceScatter/AllToAll >= 64 MiB >= %.2f\n",
          kTargetWorst, kTargetGeomean, kTargetWorst);
+  if (B->sessions != kSessionsLeftOut)
+    printf("#   targets, NCCL graph time / purlin sess+wait time: AllReduce every size <= 64 KiB "
+           ">= %.2f, every size <= 1 MiB >= %.2f\n",
+           kTargetSessionSmall, kTargetSessionWorst);
   for (int c = 0; c < kColls; ++c) {
     if (shapes[c].empty()) continue;
     CollSummary cs;
     summarizeColl(rows, c, &cs);
-    printCollSummary(c, &cs);
+    printCollSummary(B, c, &cs);
   }
   if (B->opt.jsonPath != NULL &&
       !writeJson(B->opt.jsonPath, B, ncclNote, rows, totalWrong, failures))
