@@ -110,13 +110,30 @@ struct purlinOp<purlinMin> {
   static PURLIN_HD A apply(A acc, A x) { return x < acc ? x : acc; }
 };
 
-/* Calls f.template run<D, O>() for runtime (dtype, op); returns false for
- * values outside the enums. Used at host entry points and by tests. */
+/* Run-time datatype and op to a template argument: f.template run<D>()
+ * or f.template run<D, O>() for the values given; false for values outside
+ * the enums (nothing runs). Host and device: the host's entry points and
+ * tests, and routines of run-time datatype and op in device code
+ * (snac/latency.cuh's LLAccum). A functor runs on one side only, so the
+ * execution-space check is left to its run(): an instantiation is compiled
+ * for the side that calls it. */
+#pragma nv_exec_check_disable
 template <typename F>
-__host__ bool purlinDispatchDtypeOp(purlinDataType_t dtype, purlinRedOp_t op, F& f);
+PURLIN_HD bool purlinDispatchDtype(purlinDataType_t dtype, F& f) {
+  switch (dtype) {
+    case purlinFloat32: f.template run<purlinFloat32>(); return true;
+    case purlinFloat16: f.template run<purlinFloat16>(); return true;
+    case purlinBfloat16: f.template run<purlinBfloat16>(); return true;
+    case purlinFp8E4M3: f.template run<purlinFp8E4M3>(); return true;
+    case purlinFp8E5M2: f.template run<purlinFp8E5M2>(); return true;
+    case purlinInt32: f.template run<purlinInt32>(); return true;
+    default: return false;
+  }
+}
 
+#pragma nv_exec_check_disable
 template <purlinDataType_t D, typename F>
-__host__ bool purlinDispatchOp(purlinRedOp_t op, F& f) {
+PURLIN_HD bool purlinDispatchOp(purlinRedOp_t op, F& f) {
   switch (op) {
     case purlinSum: f.template run<D, purlinSum>(); return true;
     case purlinMax: f.template run<D, purlinMax>(); return true;
@@ -125,17 +142,22 @@ __host__ bool purlinDispatchOp(purlinRedOp_t op, F& f) {
   }
 }
 
+/* purlinDispatchDtypeOp's step from the datatype to the op. */
 template <typename F>
-__host__ bool purlinDispatchDtypeOp(purlinDataType_t dtype, purlinRedOp_t op, F& f) {
-  switch (dtype) {
-    case purlinFloat32: return purlinDispatchOp<purlinFloat32>(op, f);
-    case purlinFloat16: return purlinDispatchOp<purlinFloat16>(op, f);
-    case purlinBfloat16: return purlinDispatchOp<purlinBfloat16>(op, f);
-    case purlinFp8E4M3: return purlinDispatchOp<purlinFp8E4M3>(op, f);
-    case purlinFp8E5M2: return purlinDispatchOp<purlinFp8E5M2>(op, f);
-    case purlinInt32: return purlinDispatchOp<purlinInt32>(op, f);
-    default: return false;
-  }
+struct purlinDispatchOpStep {
+  purlinRedOp_t op;
+  F& f;
+  bool ok;
+#pragma nv_exec_check_disable
+  template <purlinDataType_t D>
+  PURLIN_HD void run() { ok = purlinDispatchOp<D>(op, f); }
+};
+
+#pragma nv_exec_check_disable
+template <typename F>
+PURLIN_HD bool purlinDispatchDtypeOp(purlinDataType_t dtype, purlinRedOp_t op, F& f) {
+  purlinDispatchOpStep<F> step = {op, f, false};
+  return purlinDispatchDtype(dtype, step) && step.ok;
 }
 
 #endif /* PURLIN_ATOMS_DTYPE_CUH_ */

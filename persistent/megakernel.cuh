@@ -149,54 +149,42 @@ struct MegakernelRun {
   SnacSmallArPushed pushed;
   MegakernelTrace tr;
 
+  /* Descriptor d's routine, its datatype and op known. The latency path
+   * keeps typed routines for the sums of decode (fp32, fp16, bf16) and
+   * runs every other datatype and op in one routine that reads them at
+   * run time: a routine of any datatype and op took the 8-byte session
+   * AllReduce 0.8 us longer (bench/results/2026-12-04-megakernel-ab).
+   * The dispatch runs on datatype and op first and on the path last, as
+   * here: with the path tested first (the call reached ~200 SM cycles
+   * sooner) the same routines took that call 0.45 us longer, measured
+   * in one run; why is not known. */
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   __device__ __forceinline__ void go() const {
-    megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
+    if (d->path != purlinPathLatency)
+      megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
+    else if constexpr (!R || (O == purlinSum && (D == purlinFloat32 || D == purlinFloat16 ||
+                                                 D == purlinBfloat16)))
+      megakernelLatency<R, D, O>(t, e, d, dc, lat, geo, pushed, tr);
+    else
+      megakernelLatency<true, PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME>(t, e, d, dc, lat, geo,
+                                                                      pushed, tr);
   }
 
-  template <purlinDataType_t D>
-  __device__ __forceinline__ void withOp() const {
-    switch (d->op) {
-      case purlinSum: go<true, D, purlinSum>(); break;
-      case purlinMax: go<true, D, purlinMax>(); break;
-      case purlinMin: go<true, D, purlinMin>(); break;
-      default: break; /* refused by the host's checks */
-    }
-  }
+  /* go() for purlinDispatchDtypeOp (atoms/dtype.cuh). */
+  struct Reducing {
+    const MegakernelRun* m;
+    template <purlinDataType_t D, purlinRedOp_t O>
+    __device__ __forceinline__ void run() { m->template go<true, D, O>(); }
+  };
 
   __device__ __forceinline__ void operator()() const {
-    const bool reduces = purlinCollReduces((purlinCollective_t)d->coll);
-    if (d->path == purlinPathLatency) {
-      /* The sums of decode (fp32, fp16, bf16) keep routines of their own:
-       * a routine of any datatype and op took 1.3 us more for the 8-byte
-       * AllReduce (bench/session_latency); the rest share one. */
-      const bool sum = d->op == purlinSum;
-      if (!reduces)
-        megakernelLatency<false, purlinFloat32, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
-      else if (sum && d->dtype == purlinBfloat16)
-        megakernelLatency<true, purlinBfloat16, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
-      else if (sum && d->dtype == purlinFloat16)
-        megakernelLatency<true, purlinFloat16, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
-      else if (sum && d->dtype == purlinFloat32)
-        megakernelLatency<true, purlinFloat32, purlinSum>(t, e, d, dc, lat, geo, pushed, tr);
-      else
-        megakernelLatency<true, PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME>(t, e, d, dc, lat, geo,
-                                                                        pushed, tr);
-      return;
-    }
-    if (!reduces) {
+    if (!purlinCollReduces((purlinCollective_t)d->coll)) {
       go<false, purlinFloat32, purlinSum>();
       return;
     }
-    switch (d->dtype) {
-      case purlinFloat32: withOp<purlinFloat32>(); break;
-      case purlinFloat16: withOp<purlinFloat16>(); break;
-      case purlinBfloat16: withOp<purlinBfloat16>(); break;
-      case purlinFp8E4M3: withOp<purlinFp8E4M3>(); break;
-      case purlinFp8E5M2: withOp<purlinFp8E5M2>(); break;
-      case purlinInt32: withOp<purlinInt32>(); break;
-      default: break;
-    }
+    /* Values outside the enums are refused by the host's checks. */
+    Reducing f = {this};
+    (void)purlinDispatchDtypeOp((purlinDataType_t)d->dtype, (purlinRedOp_t)d->op, f);
   }
 };
 

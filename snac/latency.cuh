@@ -133,38 +133,34 @@ struct LLAccum<PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME> {
   purlinRedOp_t o;
   __device__ __forceinline__ LLAccum(purlinDataType_t dtype, purlinRedOp_t op) : d(dtype), o(op) {}
 
-  template <purlinDataType_t D, purlinRedOp_t O>
-  __device__ __forceinline__ void addTyped(uint64_t v, bool first) {
-    if constexpr (D == purlinInt32) LLPacketOps<D, O>::add(i, v, first);
-    else LLPacketOps<D, O>::add(f, v, first);
-  }
-  template <purlinDataType_t D>
-  __device__ __forceinline__ void addAs(uint64_t v, bool first) {
-    switch (o) {
-      case purlinMax: addTyped<D, purlinMax>(v, first); break;
-      case purlinMin: addTyped<D, purlinMin>(v, first); break;
-      default: addTyped<D, purlinSum>(v, first); break;
+  /* The typed operations, for purlinDispatchDtypeOp (atoms/dtype.cuh). */
+  struct Add {
+    LLAccum* s;
+    uint64_t v;
+    bool first;
+    template <purlinDataType_t D, purlinRedOp_t O>
+    __device__ __forceinline__ void run() {
+      if constexpr (D == purlinInt32) LLPacketOps<D, O>::add(s->i, v, first);
+      else LLPacketOps<D, O>::add(s->f, v, first);
     }
-  }
+  };
+  struct Bits {
+    const LLAccum* s;
+    uint64_t out;
+    template <purlinDataType_t D>
+    __device__ __forceinline__ void run() {
+      if constexpr (D == purlinInt32) out = LLPacketOps<D, purlinSum>::bits(s->i);
+      else out = LLPacketOps<D, purlinSum>::bits(s->f);
+    }
+  };
   __device__ __forceinline__ void add(uint64_t v, bool first) {
-    switch (d) {
-      case purlinFloat16: addAs<purlinFloat16>(v, first); break;
-      case purlinBfloat16: addAs<purlinBfloat16>(v, first); break;
-      case purlinFp8E4M3: addAs<purlinFp8E4M3>(v, first); break;
-      case purlinFp8E5M2: addAs<purlinFp8E5M2>(v, first); break;
-      case purlinInt32: addAs<purlinInt32>(v, first); break;
-      default: addAs<purlinFloat32>(v, first); break;
-    }
+    Add f = {this, v, first};
+    (void)purlinDispatchDtypeOp(d, o, f);
   }
   __device__ __forceinline__ uint64_t bits() const {
-    switch (d) {
-      case purlinFloat16: return LLPacketOps<purlinFloat16, purlinSum>::bits(f);
-      case purlinBfloat16: return LLPacketOps<purlinBfloat16, purlinSum>::bits(f);
-      case purlinFp8E4M3: return LLPacketOps<purlinFp8E4M3, purlinSum>::bits(f);
-      case purlinFp8E5M2: return LLPacketOps<purlinFp8E5M2, purlinSum>::bits(f);
-      case purlinInt32: return LLPacketOps<purlinInt32, purlinSum>::bits(i);
-      default: return LLPacketOps<purlinFloat32, purlinSum>::bits(f);
-    }
+    Bits f = {this, 0};
+    (void)purlinDispatchDtype(d, f);
+    return f.out;
   }
 };
 
@@ -541,15 +537,16 @@ static __device__ __forceinline__ uint64_t llSumPacketsTyped(int n, int me, uint
   return sum.bits();
 }
 
-template <purlinDataType_t D, int NB>
-static __device__ __forceinline__ uint64_t llSumPacketsOp(purlinRedOp_t o, int n, int me,
-                                                          uint64_t own, const SnacPacket (&k)[NB]) {
-  switch (o) {
-    case purlinMax: return llSumPacketsTyped<D, purlinMax>(n, me, own, k);
-    case purlinMin: return llSumPacketsTyped<D, purlinMin>(n, me, own, k);
-    default: return llSumPacketsTyped<D, purlinSum>(n, me, own, k);
-  }
-}
+/* llSumPacketsTyped for purlinDispatchDtypeOp. */
+template <int NB>
+struct LLSumPackets {
+  int n, me;
+  uint64_t own;
+  const SnacPacket (&k)[NB];
+  uint64_t out;
+  template <purlinDataType_t D, purlinRedOp_t O>
+  __device__ __forceinline__ void run() { out = llSumPacketsTyped<D, O>(n, me, own, k); }
+};
 
 template <purlinDataType_t D, purlinRedOp_t O, int NB>
 static __device__ __forceinline__ uint64_t llSumPackets(purlinDataType_t d, purlinRedOp_t o, int n,
@@ -558,14 +555,9 @@ static __device__ __forceinline__ uint64_t llSumPackets(purlinDataType_t d, purl
   if constexpr (D != PURLIN_DTYPE_RUNTIME) {
     return llSumPacketsTyped<D, O>(n, me, own, k);
   } else {
-    switch (d) {
-      case purlinFloat16: return llSumPacketsOp<purlinFloat16>(o, n, me, own, k);
-      case purlinBfloat16: return llSumPacketsOp<purlinBfloat16>(o, n, me, own, k);
-      case purlinFp8E4M3: return llSumPacketsOp<purlinFp8E4M3>(o, n, me, own, k);
-      case purlinFp8E5M2: return llSumPacketsOp<purlinFp8E5M2>(o, n, me, own, k);
-      case purlinInt32: return llSumPacketsOp<purlinInt32>(o, n, me, own, k);
-      default: return llSumPacketsOp<purlinFloat32>(o, n, me, own, k);
-    }
+    LLSumPackets<NB> f = {n, me, own, k, 0};
+    (void)purlinDispatchDtypeOp(d, o, f);
+    return f.out;
   }
 }
 
