@@ -811,6 +811,17 @@ static void nvidiaDriverLine(char* buf, size_t size) {
   buf[strcspn(buf, "\n")] = '\0';
 }
 
+/* A cell's status and, when measured, its time and its `steps` count,
+ * closing the object the caller opened. */
+static void jsonCell(FILE* f, const Cell* c, const Row* w, int n, const char* stepsKey) {
+  fprintf(f, "\"status\": \"%s\"", kBenchStateKey[c->state]);
+  if (c->state == kBenchDone) {
+    benchJsonTime(f, c->us, w->bytes, benchBusFactor(w->coll, n));
+    fprintf(f, ", \"%s\": %d", stepsKey, c->steps);
+  }
+  fprintf(f, "}");
+}
+
 static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
                       const std::vector<Row>& rows, size_t wrong, int failures) {
   const BenchRanks* R = &B->ranks;
@@ -875,27 +886,17 @@ static bool writeJson(const char* path, const Bench* B, const char* ncclNote,
               kBenchStateKey[w.checked[l]], w.wrong[l]);
       for (int m = 0; m < kModes; ++m) {
         const Cell* c = &w.cell[l][m];
-        fprintf(f, ", \"%s\": {\"status\": \"%s\"", kBenchMode[kModeOf[m]].key,
-                kBenchStateKey[c->state]);
-        if (c->state == kBenchDone) {
-          benchJsonTime(f, c->us, w.bytes, benchBusFactor(w.coll, R->n));
-          fprintf(f, ", \"steps\": %d", c->steps);
-        }
-        fprintf(f, "}");
+        fprintf(f, ", \"%s\": {", kBenchMode[kModeOf[m]].key);
+        jsonCell(f, c, &w, R->n, "steps");
       }
       fprintf(f, "}");
     }
     fprintf(f, ", \"purlin_session\": {");
     for (int k = 0; k < kWays; ++k) {
       const Cell* c = &w.session[k];
-      fprintf(f, "%s\"%s\": {\"check\": \"%s\", \"wrong\": %zu, \"status\": \"%s\"",
-              k ? ", " : "", kWayKey[k], kBenchStateKey[w.sessionChecked[k]], w.sessionWrong[k],
-              kBenchStateKey[c->state]);
-      if (c->state == kBenchDone) {
-        benchJsonTime(f, c->us, w.bytes, benchBusFactor(w.coll, R->n));
-        fprintf(f, ", \"calls_per_session\": %d", c->steps);
-      }
-      fprintf(f, "}");
+      fprintf(f, "%s\"%s\": {\"check\": \"%s\", \"wrong\": %zu, ", k ? ", " : "", kWayKey[k],
+              kBenchStateKey[w.sessionChecked[k]], w.sessionWrong[k]);
+      jsonCell(f, c, &w, R->n, "calls_per_session");
     }
     fprintf(f, "}, ");
     for (int m = 0; m < kModes; ++m) {
