@@ -85,11 +85,11 @@ static const double kTargetTuned = 1.10;
 static const double kTargetSessionSmall = 0.35;
 static const double kTargetSession = 1.00;
 
-/* The two ways a session is timed (benchSession): each call followed by
- * its wait, and back to back in one group. */
-enum { kWait, kGroup, kWays };
-static const char* const kWayKey[kWays] = {"session_wait", "session_group"};
-static const char* const kWayTitle[kWays] = {"sess+wait", "sess rate"};
+/* The two ways a session is timed (harness.h): each call followed by its
+ * wait, and back to back in one group. */
+enum { kWait = kBenchSessionWait, kGroup = kBenchSessionGroup, kWays = kBenchSessionWays };
+static const char* const* const kWayKey = kBenchSessionWayKey;
+static const char* const* const kWayTitle = kBenchSessionWayTitle;
 /* Width of the session column group: per way time and /eager, then one
  * #wrong for both checks. */
 enum { kWayTimeWidth = 10, kWayRatioWidth = 7, kSessionGroupWidth = 2 * (11 + 8) + 8 };
@@ -408,35 +408,6 @@ static bool launchColl(void* ctx, int r, cudaStream_t stream, const char* when) 
   return res == purlinSuccess;
 }
 
-/* One session cell's graph part for rank r: the rank's whole session
- * (benchSession) with `calls` calls of `s` (none: s may be NULL). */
-struct SessionWork {
-  const Bench* B;
-  const BenchShape* s;
-  int calls;
-  bool grouped;
-};
-
-static bool launchSession(void* ctx, int r, cudaStream_t stream, const char* when) {
-  const SessionWork* w = (const SessionWork*)ctx;
-  int at = kBenchSessionCall;
-  purlinResult_t res = benchSession(
-      w->B->comms[kAuto][r], stream, w->calls, w->grouped,
-      [&](int) { return callColl(w->B, w->s, kAuto, r, stream); }, &at);
-  if (res != purlinSuccess) reportSession(w->B, w->s, r, res, at, when);
-  return res == purlinSuccess;
-}
-
-/* The median replay (us) of one graph holding every rank's session,
- * forked from the main stream as the eager cells' steps are (the
- * fork/join mode with one step, the step being the whole session). False
- * after a failed call; the graph is then never launched. */
-static bool sessionGraphUs(Bench* B, const BenchShape* s, int calls, bool grouped, double* us) {
-  SessionWork sw = {B, s, calls, grouped};
-  BenchWork work = {"purlin session", s, launchSession, NULL, &sw};
-  return kBenchMode[kMode].time(&B->ranks, &work, 1, B->opt.iters, us);
-}
-
 /* Whether no rank of group `path` has an asynchronous error (printed). */
 static bool asyncOk(const Bench* B, int path) {
   for (int r = 0; r < B->ranks.n; ++r) {
@@ -449,6 +420,22 @@ static bool asyncOk(const Bench* B, int path) {
     }
   }
   return true;
+}
+
+/* The auto group's sessions, as the harness's session steps take them:
+ * graphs forked from the main stream as the eager cells' steps are (the
+ * fork/join mode, one step being the whole session). */
+static purlinResult_t sessionCall(void* ctx, const BenchShape* s, int r, cudaStream_t stream) {
+  return callColl((const Bench*)ctx, s, kAuto, r, stream);
+}
+static void sessionReport(void* ctx, const BenchShape* s, int r, purlinResult_t res, int at,
+                          const char* when) {
+  reportSession((const Bench*)ctx, s, r, res, at, when);
+}
+static bool sessionHealthy(void* ctx) { return asyncOk((const Bench*)ctx, kAuto); }
+static BenchSessions sessionsOf(Bench* B) {
+  BenchSessions S = {B->comms[kAuto], sessionCall, sessionReport, sessionHealthy, B, kMode};
+  return S;
 }
 
 /* One call of `s` on group `path`, every rank on its own stream, on fresh
@@ -515,48 +502,16 @@ static int checkOnce(Bench* B, const BenchShape* s, int path, int how, uint64_t 
 /* ------------------------------------------------------------------------ */
 /* Sessions                                                                  */
 
-/* The auto group's first session on every rank, eager and uncaptured: it
- * makes the rank's session resources (it allocates, which no capture may
- * see) and tells whether this GPU runs sessions. Then the session with no
- * call, timed as every session cell is, whose time the cells subtract. A
- * refusal (purlinInvalidUsage from purlinSessionBegin: no megakernel for
- * this GPU, or too few CUDA hardware queues) turns the columns to "-" with
- * its reason; any other failure too, and it counts as a failed call.
- * Returns the failures. */
+/* The auto group's first sessions and the session with no call
+ * (benchStartSessions). A refusal turns the columns to "-" with its
+ * reason; a failure too, and it counts as a failed call. Returns the
+ * failures. */
 static int startSessions(Bench* B) {
-  BenchRanks* R = &B->ranks;
-  int failures = 0;
-  for (int r = 0; r < R->n && B->sessions == kSessionsOn; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
-    int at = kBenchSessionCall;
-    purlinResult_t res = benchSession(
-        B->comms[kAuto][r], R->streams[r], 0, false, [](int) { return purlinSuccess; }, &at);
-    if (res == purlinSuccess) continue;
-    B->sessions = kSessionsOff;
-    if (res == purlinInvalidUsage && at == kBenchSessionBegin) {
-      snprintf(B->sessionWhy, sizeof B->sessionWhy, "purlinSessionBegin refused rank %d: %s", r,
-               lastError(B->comms[kAuto][r]));
-    } else {
-      reportSession(B, NULL, r, res, at, "first session");
-      snprintf(B->sessionWhy, sizeof B->sessionWhy, "the first session failed (see FAILED above)");
-      ++failures;
-    }
-  }
-  benchSyncRanks(R);
-  if (B->sessions == kSessionsOn && !asyncOk(B, kAuto)) {
-    B->sessions = kSessionsOff;
-    snprintf(B->sessionWhy, sizeof B->sessionWhy, "the first session failed (see FAILED above)");
-    ++failures;
-  }
-  if (B->sessions != kSessionsOn) return failures;
-  if (!sessionGraphUs(B, NULL, 0, false, &B->emptySessionUs) || !asyncOk(B, kAuto)) {
-    B->sessions = kSessionsOff;
-    B->emptySessionUs = -1;
-    snprintf(B->sessionWhy, sizeof B->sessionWhy,
-             "the session with no call failed (see FAILED above)");
-    ++failures;
-  }
-  return failures;
+  BenchSessions S = sessionsOf(B);
+  int res = benchStartSessions(&B->ranks, &S, B->opt.iters, &B->emptySessionUs, B->sessionWhy,
+                               sizeof B->sessionWhy);
+  if (res != kBenchDone) B->sessions = kSessionsOff;
+  return res == kBenchFailed ? 1 : 0;
 }
 
 /* Row w's session cells, eager auto measured: per way, the check, then the
@@ -581,7 +536,9 @@ static int measureSessions(Bench* B, const BenchShape* s, Row* w, BenchTables* T
     }
     *wrong += c->wrong;
     c->steps = calls;
-    bool ok = sessionGraphUs(B, s, calls, way == kGroup, &c->graphUs);
+    BenchSessions S = sessionsOf(B);
+    bool ok = benchSessionGraphUs(&B->ranks, &S, s, calls, way == kGroup, B->opt.iters,
+                                  &c->graphUs);
     bool healthy = asyncOk(B, kAuto);
     if (!ok || !healthy) {
       c->state = kBenchFailed;

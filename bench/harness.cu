@@ -921,3 +921,71 @@ double benchGraphMedianUs(cudaGraphExec_t x, cudaStream_t stream, int reps) {
 
 const char* const kBenchSessionStep[4] = {"purlinSessionBegin", "a call", "purlinGroupEnd",
                                           "purlinSessionEnd"};
+const char* const kBenchSessionWayKey[kBenchSessionWays] = {"session_wait", "session_group"};
+const char* const kBenchSessionWayTitle[kBenchSessionWays] = {"sess+wait", "sess rate"};
+
+/* Rank r's session, unreported: *at says where it failed. */
+static purlinResult_t rankSession(const BenchSessions* S, int r, cudaStream_t stream,
+                                  const BenchShape* s, int calls, bool grouped, int* at) {
+  return benchSession(S->comms[r], stream, calls, grouped,
+                      [&](int) { return S->call(S->ctx, s, r, stream); }, at);
+}
+
+struct SessionWork {
+  const BenchSessions* S;
+  const BenchShape* s;
+  int calls;
+  bool grouped;
+};
+
+bool benchRankSession(const BenchSessions* S, int r, cudaStream_t stream, const BenchShape* s,
+                      int calls, bool grouped, const char* when) {
+  int at = kBenchSessionCall;
+  purlinResult_t res = rankSession(S, r, stream, s, calls, grouped, &at);
+  if (res != purlinSuccess) S->report(S->ctx, s, r, res, at, when);
+  return res == purlinSuccess;
+}
+
+static bool sessionStep(void* ctx, int r, cudaStream_t stream, const char* when) {
+  const SessionWork* w = (const SessionWork*)ctx;
+  return benchRankSession(w->S, r, stream, w->s, w->calls, w->grouped, when);
+}
+
+bool benchSessionGraphUs(BenchRanks* R, const BenchSessions* S, const BenchShape* s, int calls,
+                         bool grouped, int reps, double* us) {
+  SessionWork sw = {S, s, calls, grouped};
+  BenchWork w = {"purlin session", s, sessionStep, NULL, &sw};
+  return kBenchMode[S->mode].time(R, &w, 1, reps, us);
+}
+
+int benchStartSessions(BenchRanks* R, const BenchSessions* S, int reps, double* emptyUs,
+                       char* why, size_t whySize) {
+  *emptyUs = -1;
+  for (int r = 0; r < R->n; ++r) {
+    GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
+    int at = kBenchSessionCall;
+    purlinResult_t res = rankSession(S, r, R->streams[r], NULL, 0, false, &at);
+    if (res == purlinSuccess) continue;
+    benchSyncRanks(R);
+    if (res == purlinInvalidUsage && at == kBenchSessionBegin) {
+      const char* m = purlinGetLastError(S->comms[r]);
+      snprintf(why, whySize, "purlinSessionBegin refused rank %d: %s", r,
+               m != NULL && m[0] ? m : purlinGetLastError(NULL));
+      return kBenchRefused;
+    }
+    S->report(S->ctx, NULL, r, res, at, "first session");
+    snprintf(why, whySize, "the first session failed (see FAILED above)");
+    return kBenchFailed;
+  }
+  benchSyncRanks(R);
+  if (!S->healthy(S->ctx)) {
+    snprintf(why, whySize, "the first session failed (see FAILED above)");
+    return kBenchFailed;
+  }
+  if (!benchSessionGraphUs(R, S, NULL, 0, false, reps, emptyUs) || !S->healthy(S->ctx)) {
+    *emptyUs = -1;
+    snprintf(why, whySize, "the session with no call failed (see FAILED above)");
+    return kBenchFailed;
+  }
+  return kBenchDone;
+}

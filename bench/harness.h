@@ -362,6 +362,48 @@ static inline double benchSessionCallUs(double graphUs, double emptyUs, int call
   return (graphUs - emptyUs) / calls;
 }
 
+/* The two ways a session cell is timed (benchSession): each call waited
+ * for, or all in one group. Keys for JSON, titles for tables. */
+enum { kBenchSessionWait, kBenchSessionGroup, kBenchSessionWays };
+extern const char* const kBenchSessionWayKey[kBenchSessionWays];   /* "session_wait", ... */
+extern const char* const kBenchSessionWayTitle[kBenchSessionWays]; /* "sess+wait", ... */
+
+/* What the session steps below need of a benchmark: each rank's
+ * communicator, one call of shape s on rank r, how a failed session is
+ * printed (`at`: a kBenchSession* step; s NULL for a session with no
+ * call), whether no rank has an asynchronous error (printing any), and
+ * the timing mode of the session graphs (kBenchMode). */
+typedef struct BenchSessions {
+  purlinComm_t const* comms;
+  purlinResult_t (*call)(void* ctx, const BenchShape* s, int r, cudaStream_t stream);
+  void (*report)(void* ctx, const BenchShape* s, int r, purlinResult_t res, int at,
+                 const char* when);
+  bool (*healthy)(void* ctx);
+  void* ctx;
+  int mode;
+} BenchSessions;
+
+/* Rank r's whole session (benchSession) of `calls` calls of s (none: s
+ * may be NULL), waited for or grouped, on `stream`; a failure printed. */
+bool benchRankSession(const BenchSessions* S, int r, cudaStream_t stream, const BenchShape* s,
+                      int calls, bool grouped, const char* when);
+
+/* The median replay (us) of `reps` replays of one graph step of every
+ * rank's whole session, `calls` calls of s each (none: s may be NULL),
+ * waited for or grouped. False after a failed session (printed). */
+bool benchSessionGraphUs(BenchRanks* R, const BenchSessions* S, const BenchShape* s, int calls,
+                         bool grouped, int reps, double* us);
+
+/* Every rank's first session, eager and uncaptured (it makes the rank's
+ * session resources, which allocates: no capture may see it), then the
+ * median replay of a session with no call (*emptyUs), which the cells
+ * subtract. Returns kBenchDone; kBenchRefused when purlinSessionBegin
+ * refused (no megakernel for this GPU, too few CUDA hardware queues:
+ * `why` says which); kBenchFailed after a failed session or an
+ * asynchronous error (printed; `why` points there). */
+int benchStartSessions(BenchRanks* R, const BenchSessions* S, int reps, double* emptyUs,
+                       char* why, size_t whySize);
+
 /* ------------------------------------------------------------------------ */
 /* Tables, JSON and summary lines                                            */
 

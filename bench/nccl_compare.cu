@@ -214,10 +214,10 @@ static const size_t kSessionSmallLimit = (size_t)64 << 10;
 static const double kTargetSessionSmall = 2.0;
 static const double kTargetSessionWorst = 1.0;
 
-/* The two ways a session is timed (bench/harness.h: benchSession). */
-enum { kWait, kGroup, kWays };
-static const char* const kWayKey[kWays] = {"session_wait", "session_group"};
-static const char* const kWayTitle[kWays] = {"sess+wait", "sess rate"};
+/* The two ways a session is timed (bench/harness.h). */
+enum { kWait = kBenchSessionWait, kGroup = kBenchSessionGroup, kWays = kBenchSessionWays };
+static const char* const* const kWayKey = kBenchSessionWayKey;
+static const char* const* const kWayTitle = kBenchSessionWayTitle;
 static const int kWayTimeWidth = 9, kWayRatioWidth = 6;
 /* The session columns: per way its time and NCCL's graph time over it,
  * then #wrong. */
@@ -443,40 +443,6 @@ static BenchWork workOf(int lib, LibWork* ctx) {
   return w;
 }
 
-/* One rank's whole session with `calls` calls of `s` (none: s may be
- * NULL), each waited for or all in one group: the graph part of a session
- * cell, and (one call) its check. */
-struct SessionWork {
-  const Bench* B;
-  const BenchShape* s;
-  int calls;
-  bool grouped;
-};
-
-/* Rank r's session; prints what failed, except a refusal of
- * purlinSessionBegin when `quietRefusal`. *at: the step (kBenchSession*). */
-static purlinResult_t rankSession(const SessionWork* w, int r, cudaStream_t st, const char* when,
-                                  bool quietRefusal, int* at) {
-  const Bench* B = w->B;
-  purlinResult_t res = benchSession(B->comms[r], st, w->calls, w->grouped,
-                                    [&](int) { return purlinCall(B, w->s, r, st); }, at);
-  if (res == purlinSuccess) return res;
-  if (quietRefusal && res == purlinInvalidUsage && *at == kBenchSessionBegin) return res;
-  char what[96] = "a session with no call";
-  if (w->s != NULL)
-    snprintf(what, sizeof what, "%s %zu B", kBenchCollTitle[w->s->coll], w->s->bytes);
-  const char* m = purlinGetLastError(B->comms[r]);
-  fprintf(stderr, "FAILED purlin %s in a session, rank %d (%s, at %s): %s\n  %s\n", what, r,
-          when, kBenchSessionStep[*at], purlinGetErrorName(res),
-          m != NULL && m[0] ? m : purlinGetLastError(NULL));
-  return res;
-}
-
-static bool purlinRankSession(void* ctx, int r, cudaStream_t st, const char* when) {
-  int at = kBenchSessionCall;
-  return rankSession((const SessionWork*)ctx, r, st, when, false, &at) == purlinSuccess;
-}
-
 /* Whether no rank of `lib` reports an asynchronous error (printed). */
 static bool asyncOk(const Bench* B, int lib) {
   for (int r = 0; r < B->ranks.n; ++r) {
@@ -534,12 +500,25 @@ static int checkOnce(Bench* B, const BenchShape* s, int lib, uint64_t seed, Benc
 /* ------------------------------------------------------------------------ */
 /* Sessions                                                                  */
 
-/* The median replay (us) of every rank's session, each rank's captured
- * into its own graph (graph mode, one step). */
-static bool sessionGraphUs(Bench* B, const BenchShape* s, int calls, bool grouped, double* us) {
-  SessionWork sw = {B, s, calls, grouped};
-  BenchWork w = {"purlin session", s, purlinRankSession, NULL, &sw};
-  return kBenchMode[kBenchGraph].time(&B->ranks, &w, 1, B->opt.iters, us) && asyncOk(B, kPurlin);
+/* purlin's sessions, as the harness's session steps take them: each
+ * rank's session captured into its own graph (graph mode, one step). */
+static purlinResult_t sessionCall(void* ctx, const BenchShape* s, int r, cudaStream_t stream) {
+  return purlinCall((const Bench*)ctx, s, r, stream);
+}
+static void sessionReport(void* ctx, const BenchShape* s, int r, purlinResult_t res, int at,
+                          const char* when) {
+  const Bench* B = (const Bench*)ctx;
+  char what[96] = "a session with no call";
+  if (s != NULL) snprintf(what, sizeof what, "%s %zu B", kBenchCollTitle[s->coll], s->bytes);
+  const char* m = purlinGetLastError(B->comms[r]);
+  fprintf(stderr, "FAILED purlin %s in a session, rank %d (%s, at %s): %s\n  %s\n", what, r,
+          when, kBenchSessionStep[at], purlinGetErrorName(res),
+          m != NULL && m[0] ? m : purlinGetLastError(NULL));
+}
+static bool sessionHealthy(void* ctx) { return asyncOk((const Bench*)ctx, kPurlin); }
+static BenchSessions sessionsOf(Bench* B) {
+  BenchSessions S = {B->comms, sessionCall, sessionReport, sessionHealthy, B, kBenchGraph};
+  return S;
 }
 
 /* Turns the session columns to "-" for the rest of the run. */
@@ -548,38 +527,15 @@ static void sessionsOff(Bench* B, const char* why) {
   snprintf(B->sessionWhy, sizeof B->sessionWhy, "%s", why);
 }
 
-/* Every rank's first session, eager and uncaptured (it makes the rank's
- * session resources, which allocates: no capture may see it), then the
- * session with no call, timed as the cells are. A refusal (no megakernel
- * for this GPU, too few CUDA hardware queues) turns the columns to "-"
- * with its reason; any other failure too, and it counts as a failure.
- * Returns the failures. */
+/* Every rank's first session and the session with no call
+ * (benchStartSessions). A refusal turns the columns to "-" with its
+ * reason; a failure too, and it counts as one. Returns the failures. */
 static int startSessions(Bench* B) {
-  BenchRanks* R = &B->ranks;
-  SessionWork sw = {B, NULL, 0, false};
-  for (int r = 0; r < R->n; ++r) {
-    GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
-    int at = kBenchSessionCall;
-    purlinResult_t res = rankSession(&sw, r, R->streams[r], "first session", true, &at);
-    if (res == purlinSuccess) continue;
-    benchSyncRanks(R);
-    if (res == purlinInvalidUsage && at == kBenchSessionBegin) {
-      char why[512];
-      snprintf(why, sizeof why, "purlinSessionBegin refused rank %d: %s", r,
-               purlinGetLastError(B->comms[r]));
-      sessionsOff(B, why);
-      return 0;
-    }
-    sessionsOff(B, "the first session failed (see FAILED above)");
-    return 1;
-  }
-  benchSyncRanks(R);
-  if (!asyncOk(B, kPurlin) || !sessionGraphUs(B, NULL, 0, false, &B->emptySessionUs)) {
-    B->emptySessionUs = -1;
-    sessionsOff(B, "the first sessions failed (see FAILED above)");
-    return 1;
-  }
-  return 0;
+  BenchSessions S = sessionsOf(B);
+  int res = benchStartSessions(&B->ranks, &S, B->opt.iters, &B->emptySessionUs, B->sessionWhy,
+                               sizeof B->sessionWhy);
+  if (res != kBenchDone) B->sessions = kSessionsOff;
+  return res == kBenchFailed ? 1 : 0;
 }
 
 /* One uncaptured session of one call of `s` on every rank, the `way`
@@ -590,9 +546,12 @@ static int checkSession(Bench* B, const BenchShape* s, int way, uint64_t seed, B
   BenchRanks* R = &B->ranks;
   BenchValueRule rule = benchValueRule(R->n, B->opt.dtype, B->opt.op, seed, false);
   benchPrepareInputs(R, s, &rule, B->opt.dtype, T);
-  SessionWork sw = {B, s, 1, way == kGroup};
-  BenchWork w = {"purlin session", s, purlinRankSession, NULL, &sw};
-  bool ok = benchStep(R, &w, "session check");
+  BenchSessions S = sessionsOf(B);
+  bool ok = true;
+  for (int r = 0; r < R->n && ok; ++r) {
+    GPU_CUDA_OK(cudaSetDevice(R->devices[r]));
+    ok = benchRankSession(&S, r, R->streams[r], s, 1, way == kGroup, "session check");
+  }
   benchSyncRanks(R);
   if (!ok || !asyncOk(B, kPurlin)) return kBenchFailed;
   char what[96];
@@ -613,7 +572,10 @@ static bool measureSessions(Bench* B, const BenchShape* s, Row* w, BenchTables* 
     w->sessionChecked[way] = checkSession(B, s, way, ++*seed, T, &w->sessionWrong[way]);
     bool ok = w->sessionChecked[way] == kBenchDone;
     double graphUs = 0;
-    ok = ok && sessionGraphUs(B, s, calls, way == kGroup, &graphUs);
+    BenchSessions S = sessionsOf(B);
+    ok = ok && benchSessionGraphUs(&B->ranks, &S, s, calls, way == kGroup, B->opt.iters,
+                                   &graphUs) &&
+         asyncOk(B, kPurlin);
     if (!ok) {
       c->state = kBenchFailed;
       benchSyncRanks(&B->ranks);
