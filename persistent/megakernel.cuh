@@ -95,9 +95,10 @@ struct MegakernelTraceSums {
  * a latency routine per datatype x op the frame was 11168 bytes and took
  * 2692 MiB of the H200 from the first session on
  * (bench/results/2026-12-04-megakernel-stack).
- * The small AllReduce of one packet per thread arrives here with its
- * packets pushed (megakernelRun) and only consumes; one of several packets
- * per thread runs whole here. */
+ * The small AllReduce of one packet per thread arrives here, for the
+ * datatypes and ops that megakernelConsumeInline leaves, with its packets
+ * pushed (megakernelRun) and only consumes; one of several packets per
+ * thread runs whole here. */
 template <bool R, purlinDataType_t D, purlinRedOp_t O>
 static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
                                                       const purlinCollDesc_t* d,
@@ -153,7 +154,9 @@ struct MegakernelRun {
    * keeps typed routines for the sums of decode (fp32, fp16, bf16) and
    * runs every other datatype and op in one routine that reads them at
    * run time: a routine of any datatype and op took the 8-byte session
-   * AllReduce 0.8 us longer (bench/results/2026-12-04-megakernel-ab).
+   * AllReduce 0.8 us longer (bench/results/2026-12-04-megakernel-ab;
+   * that call now consumes inline, megakernelConsumeInline, and the typed
+   * routines serve the sums of several packets per thread).
    * The dispatch runs on datatype and op first and on the path last, as
    * here: with the path tested first (the call reached ~200 SM cycles
    * sooner) the same routines took that call 0.45 us longer, measured
@@ -188,6 +191,39 @@ struct MegakernelRun {
   }
 };
 
+/* The consume of the decode call (the small AllReduce of one packet per
+ * thread, summing fp32, fp16 or bf16) inline in the megakernel's loop,
+ * right after its pushes; false for any other datatype or op (the
+ * dispatch runs it). Through the dispatch and the call of its routine the
+ * same consume began 648 SM cycles after the pushes, inline 77, and the
+ * call took 0.2-0.5 us less: 3.05 -> 2.57 us on 1 rank, 5.11 -> 4.90 on 8
+ * (bench/session_latency in one run, bench/results/2026-12-04-megakernel-
+ * loop). */
+static __device__ __forceinline__ bool megakernelConsumeInline(const SnacTeam& t,
+                                                               const purlinLatencyArgs_t& a,
+                                                               const SnacSmallArGeometry& geo,
+                                                               SnacSmallArPushed pushed,
+                                                               MegakernelTraceSums& sums) {
+  if (a.op != purlinSum ||
+      (a.dtype != purlinFloat32 && a.dtype != purlinFloat16 && a.dtype != purlinBfloat16))
+    return false;
+  if (sums.on) {
+    megakernelClock(sums.mw, sums.ticket, PURLIN_TRACE_CLK_ENTER);
+    megakernelStamp(sums.mw, sums.ticket, PURLIN_TRACE_MK_ENTER);
+  }
+  if (a.dtype == purlinFloat32)
+    snacSmallArConsume<purlinFloat32, purlinSum>(t, a, geo, pushed, sums);
+  else if (a.dtype == purlinFloat16)
+    snacSmallArConsume<purlinFloat16, purlinSum>(t, a, geo, pushed, sums);
+  else
+    snacSmallArConsume<purlinBfloat16, purlinSum>(t, a, geo, pushed, sums);
+  if (sums.on) {
+    megakernelClock(sums.mw, sums.ticket, PURLIN_TRACE_CLK_RETURNED);
+    megakernelStamp(sums.mw, sums.ticket, PURLIN_TRACE_MK_RETURNED);
+  }
+  return true;
+}
+
 /* This CTA's part of descriptor d with epoch e: the team is the
  * descriptor's first d->ctas CTAs and first d->threads threads of each; a
  * team narrower than the CTA synchronises on named barrier 1.
@@ -196,7 +232,8 @@ struct MegakernelRun {
  * datatype and op: its pushes do not depend on them, and the dispatch (a
  * chain of branches on the descriptor and a call) was ~750 SM cycles
  * between the descriptor and the pushes, on every rank's way to its
- * peers (bench/session_latency's cycle trace). */
+ * peers (bench/session_latency's cycle trace). The decode call's consume
+ * follows inline (megakernelConsumeInline). */
 template <typename A>
 static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, uint64_t e,
                                                      purlinDevComm_t* dc, SnacLatencyCall* lat,
@@ -214,7 +251,10 @@ static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, 
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, tr.on(&t)};
     /* A call of several packets per thread pushes after the dispatch
      * (snacSmallArRounds, whole). */
-    if (!snacSmallArShapeOf(t, a).rounds()) pushed = snacSmallArPush(t, snacEpochIs(e), a, *geo, sums);
+    if (!snacSmallArShapeOf(t, a).rounds()) {
+      pushed = snacSmallArPush(t, snacEpochIs(e), a, *geo, sums);
+      if (megakernelConsumeInline(t, a, *geo, pushed, sums)) return;
+    }
   }
   MegakernelRun<A> run = {&t, e, d, dc, lat, tp, atomSmem, geo, pushed, tr};
   run();
