@@ -746,7 +746,8 @@ static purlinResult_t rankMap(struct purlinGroup* group, int* peerFds, int ownFd
      * export like this rank's own before the driver is handed it. */
     purlinResult_t res = purlinHeapFdCheck(ownFd, peerFds[p], p);
     if (res == purlinSuccess)
-      res = purlinHeapImport(&group->heaps[p], peerFds[p], layout->heapBytes, device);
+      res = purlinHeapImport(&group->heaps[p], peerFds[p], layout->heapBytes, device,
+                             group->devices[p]);
     if (peerFds[p] >= 0) close(peerFds[p]);
     peerFds[p] = -1;
     PURLIN_CHECK(res);

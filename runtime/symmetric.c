@@ -199,7 +199,8 @@ purlinResult_t purlinHeapFdCheck(int own, int peer, int peerRank) {
   return purlinSuccess;
 }
 
-purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int device) {
+purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int device,
+                                int owner) {
   purlinResult_t res = purlinSuccess;
   CUmemAllocationProp prop;
   size_t granularity = 0;
@@ -226,18 +227,20 @@ purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int de
       res, fail);
   heap->created = 1;
   /* A peer's frame is data from another process: what it names must be a
-   * heap like ours, on the GPU its rank info named (the mapping below
-   * also fails cleanly when the allocation is smaller than `bytes`). */
+   * heap like ours, on the GPU its rank info named (`owner`, this
+   * process's ordinal of it: the driver reports an imported allocation's
+   * location in the importer's numbering). The mapping below also fails
+   * cleanly when the allocation is smaller than `bytes`. */
   CUmemAllocationProp got;
   memset(&got, 0, sizeof got);
   PURLIN_CU_CHECK_GOTO(purlinDriver.memGetAllocationPropertiesFromHandle(&got, heap->handle), res,
                        fail);
   if (got.type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-      got.location.type != CU_MEM_LOCATION_TYPE_DEVICE || got.location.id != device)
+      got.location.type != CU_MEM_LOCATION_TYPE_DEVICE || got.location.id != owner)
     PURLIN_FAIL_GOTO(res, fail, purlinRemoteError,
                      "the heap a peer process sent (fd %d) is not device memory of GPU %d as its "
                      "rank info said (allocation type %d, location type %d, id %d)",
-                     fd, device, (int)got.type, (int)got.location.type, got.location.id);
+                     fd, owner, (int)got.type, (int)got.location.type, got.location.id);
   PURLIN_CU_CHECK_GOTO(purlinDriver.memAddressReserve(&heap->base, bytes, granularity, 0, 0), res,
                        fail);
   heap->reserved = 1;

@@ -77,11 +77,13 @@ purlinResult_t purlinHeapFdCheck(int own, int peer, int peerRank);
 /* Maps another process's heap: imports the handle from `fd` (a descriptor
  * from purlinHeapExport, received over the bootstrap; it stays open, the
  * caller closes it), reserves `bytes` of address space, maps the memory and
- * grants `device` read/write access. Released by purlinHeapRelease like a
- * local heap; the memory itself lives until its owner and every importer
- * have released it. On failure releases what it acquired and leaves *heap
- * zeroed. */
-purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int device);
+ * grants `device` read/write access. The memory must be device memory of
+ * GPU `owner` (this process's ordinal of the exporter's GPU), else
+ * purlinRemoteError. Released by purlinHeapRelease like a local heap; the
+ * memory itself lives until its owner and every importer have released
+ * it. On failure releases what it acquired and leaves *heap zeroed. */
+purlinResult_t purlinHeapImport(purlinHeap_t* heap, int fd, size_t bytes, int device,
+                                int owner);
 
 /* Unmaps, frees the address range and releases the memory (or the imported
  * handle), in reverse order of acquisition. Safe on a zeroed or partly

@@ -208,7 +208,7 @@ static int importerMain(const purlinBootstrapId_t* id) {
    * around the second one measures only what the import leaves behind. */
   int warm = fcntl(fds[0], F_DUPFD_CLOEXEC, 0);
   purlinHeap_t m;
-  GPU_PURLIN_OK(purlinHeapImport(&m, warm, bytes, 0));
+  GPU_PURLIN_OK(purlinHeapImport(&m, warm, bytes, 0, 0));
   close(warm);
   heapCheckResult_t warmCheck = checkRegion((const void*)m.base, half / 4, 0);
   reportRegion("importer (warm-up)", &warmCheck, half / 4);
@@ -217,7 +217,7 @@ static int importerMain(const purlinBootstrapId_t* id) {
   importReport report;
   memset(&report, 0, sizeof report);
   int before = testOpenFds();
-  GPU_PURLIN_OK(purlinHeapImport(&m, fds[0], bytes, 0));
+  GPU_PURLIN_OK(purlinHeapImport(&m, fds[0], bytes, 0, 0));
   close(fds[0]);
   CHECK(m.imported && m.mapped && m.base != 0);
   report.firstHalf = checkRegion((const void*)m.base, half / 4, 0);

@@ -319,6 +319,14 @@ static purlinResult_t issue(const Shape& s, const void* send, void* recv, purlin
   }
 }
 
+/* Makes comm's GPU current: a rank's buffers are mapped for its GPU only,
+ * so host-side copies and memsets of them run there. */
+static void useDeviceOf(purlinComm_t comm) {
+  int d = -1;
+  GPU_PURLIN_OK(purlinCommCuDevice(comm, &d));
+  GPU_CUDA_OK(cudaSetDevice(d));
+}
+
 /*
  * Runs `s` on ranks [first, first + local) of a group of s.n (the ranks of
  * this process; bufs, comms and streams indexed by local rank), in place or
@@ -344,6 +352,7 @@ static uint64_t runChecked(const Shape& s, int first, int local, purlinComm_t* c
     const size_t ns = sendElems(s, r), nr = recvElems(s, r);
     const size_t big = ns > nr ? ns : nr;
     host.resize(big);
+    useDeviceOf(comms[k]);
     GPU_CUDA_OK(cudaMemset(bufs[k].recv, kPoison, nr * eb + 64));
     if (!inPlace) {
       GPU_CUDA_OK(cudaMemset(bufs[k].send, kPoison, ns * eb + 64));
@@ -362,8 +371,12 @@ static uint64_t runChecked(const Shape& s, int first, int local, purlinComm_t* c
   }
   /* The memsets and the pageable copies run on the legacy stream, which the
    * ranks' non-blocking streams do not wait for (and a pageable copy may
-   * return before its data lands): all of it done before any call. */
-  GPU_CUDA_OK(cudaDeviceSynchronize());
+   * return before its data lands): all of it done before any call, on
+   * every rank's GPU. */
+  for (int k = 0; k < local; ++k) {
+    useDeviceOf(comms[k]);
+    GPU_CUDA_OK(cudaDeviceSynchronize());
+  }
   for (int k = 0; k < local; ++k) {
     purlinResult_t res = issue(s, sendAt[k], recvAt[k], comms[k], streams[k]);
     if (res != purlinSuccess) {
@@ -392,6 +405,7 @@ static uint64_t runChecked(const Shape& s, int first, int local, purlinComm_t* c
     const int r = first + k;
     const size_t nr = recvElems(s, r);
     host.resize(nr);
+    useDeviceOf(comms[k]);
     GPU_CUDA_OK(cudaMemcpy(host.data(), recvAt[k], nr * eb, cudaMemcpyDeviceToHost));
     reference(s, in, r, want);
     size_t firstWrong = nr, rankWrong = 0;
