@@ -178,6 +178,26 @@ static void traceLine(Ranks* R, const char* what, F body) {
            "run start spread %.2f | rank 0 run after the last rank's start %.2f\n",
            what, R->n, spread(PURLIN_TRACE_NODE_START), spread(PURLIN_TRACE_PUBLISHED),
            spread(PURLIN_TRACE_MK_RUN), afterLast(PURLIN_TRACE_MK_RUN, PURLIN_TRACE_MK_RAN));
+  /* Each rank's points of a call from the moment the first rank completed
+   * the call before (medians): which rank is late, and whether its node
+   * published after its megakernel was ready for the call. */
+  if (R->n > 1) {
+    auto fromPrev = [&](int r, int k) {
+      return medianOf(true, [&](int i) {
+        double first = at(0, i, PURLIN_TRACE_MK_DONE);
+        for (int q = 1; q < R->n; ++q) first = std::min(first, at(q, i, PURLIN_TRACE_MK_DONE));
+        return at(r, i + 1, k) - first;
+      });
+    };
+    for (int r = 0; r < R->n; ++r)
+      printf("#   trace %s, rank %d from the first completion of the call before (us): node "
+             "start %.2f | published %.2f | seen %.2f | run %.2f | every packet %.2f | done "
+             "%.2f | node done %.2f\n",
+             what, r, fromPrev(r, PURLIN_TRACE_NODE_START), fromPrev(r, PURLIN_TRACE_PUBLISHED),
+             fromPrev(r, PURLIN_TRACE_MK_SEEN), fromPrev(r, PURLIN_TRACE_MK_RUN),
+             inside ? fromPrev(r, PURLIN_TRACE_MK_EXCHANGED) : 0.0,
+             fromPrev(r, PURLIN_TRACE_MK_DONE), fromPrev(r, PURLIN_TRACE_NODE_DONE));
+  }
 }
 
 static uint16_t bf16Of(int v) {

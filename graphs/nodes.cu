@@ -98,6 +98,7 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
   snacInit(&st, p.dc, p.dc->rank, 0, 0);
   purlinMegakernelWords_t* mw = purlinMegakernelWordsOf(c);
   const uint64_t trace = *(volatile uint64_t*)&mw->traceOn;
+  const uint64_t t0 = trace == 1 ? snacGlobalTimerNs() : 0;
   uint64_t t = 0;
   bool serving = false;
   bool ok = purlinEnqueueTicket(c, &st, &t, &serving);
@@ -116,11 +117,10 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
    * and the GPU released this one (on one GPU, 8 ranks' nodes 1.5 us
    * apart). */
   bool published = false;
-  uint64_t t0 = 0;
   if (p.chain && ok && serving) {
-    t0 = snacGlobalTimerNs();
     purlinRingPublishStaged(ring, t, last);
     published = true;
+    if (trace == 1) nodeStamp(mw, t, PURLIN_TRACE_PUBLISHED);
   }
   if (p.pdl) {
     /* In this order: a node that let its successor launch before its own
@@ -128,31 +128,31 @@ __global__ void __launch_bounds__(32) enqueueKernel(const __grid_constant__ Enqu
      * session become resident at once, each waiting on the one before
      * (measured: 1000 calls per rank hang 8 ranks). The ticket taken
      * before the wait is still in stream order: the predecessor node took
-     * its own before it let this one launch. */
+     * its own before it let this one launch. (Letting the successor
+     * launch once the ring's count shows the predecessor's collective
+     * done, or the one before it, bounded and before the predecessor has
+     * exited, moved no call: bench/results/2026-12-04-megakernel-smem.) */
     nodeWaitPredecessor();
     nodeLaunchDependents();
   }
   if (!ok) return;
   if (!published) {
-  t0 = snacGlobalTimerNs();
-  if (!serving) {
-    /* The first node after a session's begin may have taken its ticket
-     * before the megakernel served the ring; now that the node before it
-     * (which waits for the megakernel's residency) has completed, ask
-     * again. */
-    if (purlinEnqueueServing(c) == 0) {
-      purlinEnqueueNoSession(&st, t);
-      return;
+    if (!serving) {
+      /* The first node after a session's begin may have taken its ticket
+       * before the megakernel served the ring; now that the node before it
+       * (which waits for the megakernel's residency) has completed, ask
+       * again. */
+      if (purlinEnqueueServing(c) == 0) {
+        purlinEnqueueNoSession(&st, t);
+        return;
+      }
+      if (!purlinEnqueueRoom(c, &st, t, purlinRingCompleted(ring.w))) return;
+      last = nodeStage(p, ring, t);
     }
-    if (!purlinEnqueueRoom(c, &st, t, purlinRingCompleted(ring.w))) return;
-    last = nodeStage(p, ring, t);
+    purlinRingPublishStaged(ring, t, last);
+    if (trace == 1) nodeStamp(mw, t, PURLIN_TRACE_PUBLISHED);
   }
-  purlinRingPublishStaged(ring, t, last);
-  }
-  if (trace == 1) {
-    mw->trace[t % PURLIN_TRACE_ENTRIES][PURLIN_TRACE_NODE_START] = t0;
-    nodeStamp(mw, t, PURLIN_TRACE_PUBLISHED);
-  }
+  if (trace == 1) mw->trace[t % PURLIN_TRACE_ENTRIES][PURLIN_TRACE_NODE_START] = t0;
   if (p.wait) purlinEnqueueWait(c, &st, t);
   if (trace == 1) nodeStamp(mw, t, PURLIN_TRACE_NODE_DONE);
 }

@@ -69,8 +69,9 @@ typedef struct purlinMegakernelWords_t {
   uint64_t trace[PURLIN_TRACE_ENTRIES][PURLIN_TRACE_POINTS];
 } purlinMegakernelWords_t;
 enum {
-  PURLIN_TRACE_NODE_START = 0, /* the enqueue node's predecessor had completed */
-  PURLIN_TRACE_PUBLISHED = 1,  /* it published the descriptor */
+  PURLIN_TRACE_NODE_START = 0, /* the enqueue node began */
+  PURLIN_TRACE_PUBLISHED = 1,  /* it published the descriptor (a chained node before its
+                                  predecessor completed, graphs/nodes.h) */
   PURLIN_TRACE_NODE_DONE = 2,  /* it saw the completion */
   PURLIN_TRACE_MK_SEEN = 3,    /* CTA 0 saw the descriptor published (and the one before done) */
   PURLIN_TRACE_MK_RUN = 4,     /* ... read it, and its CTA began the routine */
