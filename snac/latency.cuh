@@ -594,29 +594,25 @@ static __device__ __forceinline__ bool snacSmallArRound(const SnacTeam& t,
                                                         Tail& tail) {
   const int me = geo.rank, n = geo.nranks;
   const uint64_t region = geo.region;
-  const uint64_t* at[LL_BATCH + 1];
-  int from[LL_BATCH + 1];
+  const SnacPacketsStridedHeader<LL_BATCH> w = {
+      inbox + 16 * (1 + i), region, (const uint64_t*)(inbox + (uint64_t)hp * region), hp};
   SnacPacket k[LL_BATCH + 1];
   unsigned pending = 0;
 #pragma unroll
   for (int r = 0; r < LL_BATCH; ++r) {
-    from[r] = r;
-    at[r] = (const uint64_t*)(inbox + (uint64_t)r * region) + 2 * (1 + i);
     if (has && r < n && r != me) {
-      k[r] = snacPacketLoad(at[r]);
+      k[r] = snacPacketLoad(w.at(r));
       pending |= 1u << r;
     }
   }
-  from[LL_BATCH] = hp;
-  at[LL_BATCH] = (const uint64_t*)(inbox + (uint64_t)hp * region);
   if (header) {
-    k[LL_BATCH] = snacPacketLoad(at[LL_BATCH]);
+    k[LL_BATCH] = snacPacketLoad(w.at(LL_BATCH));
     pending |= 1u << LL_BATCH;
   }
   bool ok = true;
   if (pending != 0) {
     snacInit(st, a.devComm, me, epoch, a.descriptor);
-    ok = snacWaitPackets(st, at, from, pending, k);
+    ok = snacWaitPacketsAt(st, w, pending, k);
     /* The header: this call's descriptor, or a report. */
     if (ok && header && k[LL_BATCH].value() != a.descriptor) {
       snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,

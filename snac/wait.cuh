@@ -234,6 +234,21 @@ struct SnacPacketsStrided {
   __device__ __forceinline__ int from(int j) const { return j; }
 };
 
+/* Packet j < NP at base + j x stride bytes from peer j, and packet NP (a
+ * header) at `header` from peer `hp`: the small AllReduce's one round, in
+ * a few registers rather than a pointer and a peer per packet. */
+template <int NP>
+struct SnacPacketsStridedHeader {
+  const char* base;
+  uint64_t stride;
+  const uint64_t* header;
+  int hp;
+  __device__ __forceinline__ const uint64_t* at(int j) const {
+    return j < NP ? (const uint64_t*)(base + (uint64_t)j * stride) : header;
+  }
+  __device__ __forceinline__ int from(int j) const { return j < NP ? j : hp; }
+};
+
 /* Waits for several packets at once: bit j of `pending` asks for packet
  * w.at(j) of peer w.from(j), whose first load k[j] the caller issued; on
  * success every asked k[j] is ready. Each pass reloads every packet still
