@@ -138,12 +138,17 @@ static void traceLine(Ranks* R, const char* what, F body) {
          step(PURLIN_TRACE_NODE_DONE, PURLIN_TRACE_NODE_START, true),
          step(PURLIN_TRACE_NODE_START, PURLIN_TRACE_NODE_START, true),
          step(PURLIN_TRACE_MK_DONE, PURLIN_TRACE_MK_SEEN, true));
-  /* The latency routines' own points, where they stamped. */
-  bool inside = true;
-  for (size_t i = 0; i < calls.size(); ++i)
-    inside = inside && at(0, (int)i, PURLIN_TRACE_MK_ENTER) != 0 &&
-             at(0, (int)i, PURLIN_TRACE_MK_EXCHANGED) != 0 &&
-             at(0, (int)i, PURLIN_TRACE_MK_RETURNED) != 0;
+  /* The latency routines' own points, where rank r stamped them in every
+   * call (a call that is not the small AllReduce stamps none). */
+  auto stampedInside = [&](int r) {
+    for (size_t i = 0; i < calls.size(); ++i)
+      if (at(r, (int)i, PURLIN_TRACE_MK_ENTER) == 0 ||
+          at(r, (int)i, PURLIN_TRACE_MK_EXCHANGED) == 0 ||
+          at(r, (int)i, PURLIN_TRACE_MK_RETURNED) == 0)
+        return false;
+    return true;
+  };
+  const bool inside = stampedInside(0);
   if (inside)
     printf("#   trace %s, rank 0 inside run (us): dispatch %.2f | to every packet %.2f | "
            "store and return %.2f | barrier %.2f | every packet after the last rank entered "
@@ -182,21 +187,27 @@ static void traceLine(Ranks* R, const char* what, F body) {
    * the call before (medians): which rank is late, and whether its node
    * published after its megakernel was ready for the call. */
   if (R->n > 1) {
+    /* firstDone[i]: the first completion of call i on any rank. */
+    std::vector<double> firstDone(calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      firstDone[i] = at(0, (int)i, PURLIN_TRACE_MK_DONE);
+      for (int q = 1; q < R->n; ++q)
+        firstDone[i] = std::min(firstDone[i], at(q, (int)i, PURLIN_TRACE_MK_DONE));
+    }
     auto fromPrev = [&](int r, int k) {
-      return medianOf(true, [&](int i) {
-        double first = at(0, i, PURLIN_TRACE_MK_DONE);
-        for (int q = 1; q < R->n; ++q) first = std::min(first, at(q, i, PURLIN_TRACE_MK_DONE));
-        return at(r, i + 1, k) - first;
-      });
+      return medianOf(true, [&](int i) { return at(r, i + 1, k) - firstDone[i]; });
     };
-    for (int r = 0; r < R->n; ++r)
+    for (int r = 0; r < R->n; ++r) {
+      char packets[32] = "-";
+      if (stampedInside(r))
+        snprintf(packets, sizeof packets, "%.2f", fromPrev(r, PURLIN_TRACE_MK_EXCHANGED));
       printf("#   trace %s, rank %d from the first completion of the call before (us): node "
-             "start %.2f | published %.2f | seen %.2f | run %.2f | every packet %.2f | done "
+             "start %.2f | published %.2f | seen %.2f | run %.2f | every packet %s | done "
              "%.2f | node done %.2f\n",
              what, r, fromPrev(r, PURLIN_TRACE_NODE_START), fromPrev(r, PURLIN_TRACE_PUBLISHED),
-             fromPrev(r, PURLIN_TRACE_MK_SEEN), fromPrev(r, PURLIN_TRACE_MK_RUN),
-             inside ? fromPrev(r, PURLIN_TRACE_MK_EXCHANGED) : 0.0,
+             fromPrev(r, PURLIN_TRACE_MK_SEEN), fromPrev(r, PURLIN_TRACE_MK_RUN), packets,
              fromPrev(r, PURLIN_TRACE_MK_DONE), fromPrev(r, PURLIN_TRACE_NODE_DONE));
+    }
   }
 }
 
