@@ -5,11 +5,11 @@ each __noinline__ routine that ptxas placed in its kernel's section as a
 `$kernel$routine` label), its instructions, its STL / LDL (spills, saved
 registers, local arrays), and the lowest and highest stack offset
 ([R1 + x]) they touch; with -f NAME (a substring of a mangled name), the
-STL / LDL of that function counted by source line; with -p, every poll
-loop (a backward branch whose body has a strong load: a volatile or
-acquire poll) with its instructions and STL / LDL, innermost first --
-a poll loop that touches the stack reloads what it waits for on every
-pass.
+STL / LDL of that function counted by source line; with -p, every
+innermost poll loop (a backward branch whose body has a strong load: a
+volatile or acquire poll) with its instructions and STL / LDL, its
+slow checks included -- a poll loop that touches the stack on its fast
+path reloads what it waits for on every pass.
 
     nvdisasm -g -c megakernel.sm_90.cubin | tools/sass_stack.py [-f megakernelLatencyILb1EL16purlinDataType_t2] [-p]
     tools/sass.sh persistent/megakernel.cu | tools/sass_stack.py -p    (tools/sass.sh: a cubin's SASS here, no GPU)
@@ -79,6 +79,9 @@ def main():
                 print("  %-30s %s %d" % (src, kind, n))
 
 
+STRONG_LOAD = re.compile(r"\bLDG?\.E[.\w]*\.STRONG\.(SYS|GPU)")
+
+
 def poll_loops(f):
     """(first, last) instruction indices of the innermost backward-branch
     loops of f whose bodies hold a strong (volatile or acquire) load."""
@@ -87,16 +90,10 @@ def poll_loops(f):
         m = re.search(r"\bBRA\b.*`\((\.L_x_\d+)\)", ins)
         if m and m.group(1) in f["labels"] and f["labels"][m.group(1)] <= i:
             loops.append((f["labels"][m.group(1)], i))
-    out = []
-    for lo, hi in loops:
-        if not any(re.search(r"\bLDG?\.E[.\w]*\.STRONG\.(SYS|GPU)", ins) for ins, _ in f["ins"][lo:hi + 1]):
-            continue
-        if any(lo <= a and b <= hi and (a, b) != (lo, hi) and
-               any(re.search(r"\bLDG?\.E[.\w]*\.STRONG\.(SYS|GPU)", x) for x, _ in f["ins"][a:b + 1])
-               for a, b in loops):
-            continue
-        out.append((lo, hi))
-    return out
+    polls = [(lo, hi) for lo, hi in loops
+             if any(STRONG_LOAD.search(ins) for ins, _ in f["ins"][lo:hi + 1])]
+    return [(lo, hi) for lo, hi in polls
+            if not any(lo <= a and b <= hi and (a, b) != (lo, hi) for a, b in polls)]
 
 
 main()
