@@ -595,7 +595,7 @@ static __device__ __forceinline__ bool snacSmallArRound(const SnacTeam& t,
   const int me = geo.rank, n = geo.nranks;
   const uint64_t region = geo.region;
   const SnacPacketsStridedHeader<LL_BATCH> w = {
-      inbox + 16 * (1 + i), region, (const uint64_t*)(inbox + (uint64_t)hp * region), hp};
+      {inbox + 16 * (1 + i), region}, (const uint64_t*)(inbox + (uint64_t)hp * region), hp};
   SnacPacket k[LL_BATCH + 1];
   unsigned pending = 0;
 #pragma unroll

@@ -239,14 +239,13 @@ struct SnacPacketsStrided {
  * a few registers rather than a pointer and a peer per packet. */
 template <int NP>
 struct SnacPacketsStridedHeader {
-  const char* base;
-  uint64_t stride;
+  SnacPacketsStrided packets;
   const uint64_t* header;
   int hp;
   __device__ __forceinline__ const uint64_t* at(int j) const {
-    return j < NP ? (const uint64_t*)(base + (uint64_t)j * stride) : header;
+    return j < NP ? packets.at(j) : header;
   }
-  __device__ __forceinline__ int from(int j) const { return j < NP ? j : hp; }
+  __device__ __forceinline__ int from(int j) const { return j < NP ? packets.from(j) : hp; }
 };
 
 /* Waits for several packets at once: bit j of `pending` asks for packet
