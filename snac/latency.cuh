@@ -107,7 +107,14 @@ template <purlinDataType_t D, purlinRedOp_t O>
 struct LLAccum {
   typedef LLPacketOps<D, O> Ops;
   typename Ops::acc a[Ops::E];
-  __device__ __forceinline__ LLAccum(purlinDataType_t, purlinRedOp_t) {}
+  /* Zeros, never summed (the first add sets them): an accumulator
+   * undefined on some path (a sum of no rank, as far as the compiler
+   * knows) is live from the kernel's entry, and ptxas kept the decode
+   * call's on the stack, stored at every exit of the sum's loop. */
+  __device__ __forceinline__ LLAccum(purlinDataType_t, purlinRedOp_t) {
+#pragma unroll
+    for (int e = 0; e < Ops::E; ++e) a[e] = 0;
+  }
   __device__ __forceinline__ void add(uint64_t v, bool first) { Ops::add(a, v, first); }
   __device__ __forceinline__ uint64_t bits() const { return Ops::bits(a); }
 };
@@ -131,7 +138,12 @@ struct LLAccum<PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME> {
   int32_t i[2];
   purlinDataType_t d;
   purlinRedOp_t o;
-  __device__ __forceinline__ LLAccum(purlinDataType_t dtype, purlinRedOp_t op) : d(dtype), o(op) {}
+  /* Zeros, as the typed accumulator's. */
+  __device__ __forceinline__ LLAccum(purlinDataType_t dtype, purlinRedOp_t op) : d(dtype), o(op) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = 0;
+    i[0] = i[1] = 0;
+  }
 
   /* The typed operations, for purlinDispatchDtypeOp (atoms/dtype.cuh). */
   struct Add {
@@ -245,7 +257,7 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
   const bool checksHeader = G - 1 - g < (uint64_t)n && hp != me;
   const uint64_t* hat[1] = {snacHeader(&st, hp)};
   const int hfrom[1] = {hp};
-  SnacPacket hk[1];
+  SnacPacket hk[1] = {};
   if (checksHeader) hk[0] = snacPacketLoad(hat[0]);
 
   /* Consume. */
@@ -256,7 +268,7 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
       const uint64_t m = mine.recvBytes - 8 * i < 8 ? mine.recvBytes - 8 * i : 8;
       LLAccum<D, O> sum(a.dtype, a.op);
       for (int s0 = 0; s0 < n && !st.failed; s0 += LL_BATCH) {
-        SnacPacket k[LL_BATCH];
+        SnacPacket k[LL_BATCH] = {};
         const uint64_t* at[LL_BATCH];
         int from[LL_BATCH];
         unsigned pending = 0;
@@ -315,7 +327,7 @@ static __device__ __forceinline__ uint64_t snacLatencyRun(const SnacTeam& t, con
         }
       }
       for (uint64_t i = g; i < Pmax && !st.failed; i += G) {
-        SnacPacket k[LL_BATCH];
+        SnacPacket k[LL_BATCH] = {};
         const uint64_t* at[LL_BATCH];
         unsigned pending = 0;
 #pragma unroll
@@ -578,25 +590,57 @@ static __device__ __forceinline__ void snacSmallArSums(const SnacTeam& t,
   tail.finish(t, a, epoch, i, valid, m, bits);
 }
 
-/* One round of the small AllReduce's consume: packet i of every peer (and,
- * with `header`, the header of peer hp in slot LL_BATCH) loads at once and
- * is waited for; the sums, with `own` as this rank's packet, go to the
- * tail (valid where this thread has packet i and nothing failed). Returns
- * false on a failure (reported). */
-template <purlinDataType_t D, purlinRedOp_t O, typename Tail>
-static __device__ __forceinline__ bool snacSmallArRound(const SnacTeam& t,
-                                                        const purlinLatencyArgs_t& a,
-                                                        const SnacSmallArGeometry& geo,
-                                                        const SnacSmallArShape& s,
-                                                        SnacState* st, const char* inbox,
-                                                        uint64_t epoch, uint64_t i, bool has,
-                                                        uint64_t own, bool header, int hp,
-                                                        Tail& tail) {
-  const int me = geo.rank, n = geo.nranks;
-  const uint64_t region = geo.region;
+/* What one round's wait and sum hand its tail: packet i's sums in rank
+ * order, and whether they are valid (the thread has packet i and nothing
+ * failed). */
+struct SnacSmallArSum {
+  uint64_t bits;
+  bool valid;
+};
+
+/* The state of the small AllReduce's wait, built at its first slow check
+ * (snacWaitPacketsWith): the inbox is the state's headers. */
+struct SnacSmallArState {
+  purlinDevComm_t* dc;
+  int me;
+  uint64_t epoch, descriptor;
+  const char* inbox;
+  uint64_t region;
+  __device__ __forceinline__ void operator()(SnacState* st) const {
+    snacInitAt(st, dc, me, epoch, descriptor, inbox, region);
+  }
+};
+
+/* One round of the small AllReduce's consume without its tail: packet i of
+ * every peer (and, with `header`, the header of peer hp in slot LL_BATCH)
+ * loads at once and is waited for; with `own` as this rank's packet, the
+ * sums in rank order. Not valid on a failure (reported) or where the
+ * thread has no packet i.
+ *
+ * The packets stay in registers from their loads to their sum (the
+ * megakernel's decode call runs this inline, in a kernel of 128 registers
+ * a thread; tools/sass.sh persistent/megakernel.cu | tools/sass_stack.py
+ * -p shows its poll loop with no stack access):
+ *  - k starts defined. Assigned only in part (the loads are predicated),
+ *    it was live, undefined, from the kernel's entry, around the
+ *    megakernel's whole loop and its calls, and ptxas kept it on the
+ *    stack: an LDL.128 before every packet load and an STL.128 after, in
+ *    every pass of the poll loop (bench/results/2026-12-04-megakernel-smem,
+ *    r5_wait).
+ *  - No call while they are live: the wait calls only on its way out,
+ *    after which a failed round returns; the header is checked after the
+ *    sum.
+ *  - The wait's state is built only if the wait reaches its slow check,
+ *    from the inbox and region at hand (snacInitAt: snacInit's division
+ *    is a call). */
+template <purlinDataType_t D, purlinRedOp_t O>
+static __device__ __forceinline__ SnacSmallArSum snacSmallArGather(
+    purlinDevComm_t* dc, purlinDataType_t dtype, purlinRedOp_t op, uint64_t descriptor, int me,
+    int n, uint64_t region, const char* inbox, uint64_t epoch, uint64_t i, bool has, uint64_t own,
+    bool header, int hp) {
   const SnacPacketsStridedHeader<LL_BATCH> w = {
       {inbox + 16 * (1 + i), region}, (const uint64_t*)(inbox + (uint64_t)hp * region), hp};
-  SnacPacket k[LL_BATCH + 1];
+  SnacPacket k[LL_BATCH + 1] = {};
   unsigned pending = 0;
 #pragma unroll
   for (int r = 0; r < LL_BATCH; ++r) {
@@ -609,24 +653,29 @@ static __device__ __forceinline__ bool snacSmallArRound(const SnacTeam& t,
     k[LL_BATCH] = snacPacketLoad(w.at(LL_BATCH));
     pending |= 1u << LL_BATCH;
   }
-  bool ok = true;
-  if (pending != 0) {
-    snacInit(st, a.devComm, me, epoch, a.descriptor);
-    ok = snacWaitPacketsAt(st, w, pending, k);
-    /* The header: this call's descriptor, or a report. */
-    if (ok && header && k[LL_BATCH].value() != a.descriptor) {
-      snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
-                k[LL_BATCH].value());
-      ok = false;
-    }
+  SnacSmallArSum out = {0, false};
+  SnacState st;
+  const SnacSmallArState build = {dc, me, epoch, descriptor, inbox, region};
+  if (pending != 0 &&
+      !snacWaitPacketsWith<true>(&st, build, snacLatencyFlag(epoch), w, pending, k))
+    return out;
+  if (has) out.bits = llSumPackets<D, O>(dtype, op, n, me, own, k);
+  /* The header: this call's descriptor, or a report. */
+  if (header && k[LL_BATCH].value() != descriptor) {
+    build(&st);
+    snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
+              k[LL_BATCH].value());
+    out.bits = 0;
+    return out;
   }
-  snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has && ok, own, k, tail);
-  return ok;
+  out.valid = has;
+  return out;
 }
 
 /* The small AllReduce's consume, after snacSmallArPush on the same team
  * with the same arguments: every peer's packet, and the header, load at
- * once and are waited for together; the sums go to the tail. */
+ * once and are waited for together (snacSmallArGather); the sums go to
+ * the tail. */
 template <purlinDataType_t D, purlinRedOp_t O, typename Tail>
 static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
                                                               const purlinLatencyArgs_t& a,
@@ -638,9 +687,11 @@ static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
   const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
   int hp;
   const bool header = snacSmallArHeaderHeap(geo, s.g, s.G, &hp) != (char*)0;
-  SnacState st;
-  snacSmallArRound<D, O>(t, a, geo, s, &st, (const char*)a.devComm + half, epoch, s.g, s.has,
-                         pushed.mine, header, hp, tail);
+  const SnacSmallArSum sum = snacSmallArGather<D, O>(
+      a.devComm, a.dtype, a.op, a.descriptor, geo.rank, geo.nranks, geo.region,
+      (const char*)a.devComm + half, epoch, s.g, s.has, pushed.mine, header, hp);
+  const uint64_t m = sum.valid && s.bytes - 8 * s.g < 8 ? s.bytes - 8 * s.g : 8;
+  tail.finish(t, a, epoch, s.g, sum.valid, m, sum.bits);
   return epoch;
 }
 
@@ -706,11 +757,14 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
    * thread of the team, so that a tail may synchronise it. The header
    * loads with round 0 and is checked after it. */
   const char* inbox = (const char*)dc + half;
+  /* The waits' state, built only by a wait that reaches its slow check
+   * (snacSmallArGather says why). */
   SnacState st;
-  snacInit(&st, dc, me, epoch, a.descriptor);
+  const SnacSmallArState build = {dc, me, epoch, a.descriptor, inbox, geo.region};
   const uint64_t* hat[1] = {(const uint64_t*)(inbox + (uint64_t)hp * geo.region)};
   const int hfrom[1] = {hp};
-  SnacPacket hk[1];
+  const SnacPacketsAt<1> hw = {hat, hfrom};
+  SnacPacket hk[1] = {};
   if (heap != (char*)0) hk[0] = snacPacketLoad(hat[0]);
   bool ok = true;
 #pragma unroll 1
@@ -719,7 +773,7 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
     const uint64_t i = g + (uint64_t)j * G;
     const bool has = i < s.P && ok;
     const SnacPacketsStrided w = {inbox + 16 * (1 + i), geo.region};
-    SnacPacket k[LL_BATCH];
+    SnacPacket k[LL_BATCH] = {};
     unsigned pending = 0;
 #pragma unroll
     for (int r = 0; r < LL_BATCH; ++r) {
@@ -729,10 +783,11 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
       }
     }
     const uint64_t own = has ? snacSmallArInput(a.sendbuff, i, s) : 0;
-    if (pending != 0) ok = snacWaitPacketsAt(&st, w, pending, k);
+    if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
     if (j == 0 && heap != (char*)0 && ok) {
-      ok = snacWaitPackets(&st, hat, hfrom, 1u, hk);
+      ok = snacWaitPacketsWith<true>(&st, build, flag, hw, 1u, hk);
       if (ok && hk[0].value() != a.descriptor) {
+        build(&st);
         snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
                   hk[0].value());
         ok = false;

@@ -185,7 +185,7 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
       const uint64_t* h = snacHeader(&st, tid);
       /* All four loads in flight, and waited for together. A peer that
        * runs another collective never sends packets 1-3: the wait's check
-       * of packet 0 reports it (snacPeerMismatch). */
+       * of packet 0 reports it (snacWaitCheck). */
       const uint64_t* at[4] = {h, h + 2, h + 4, h + 6};
       const int from[4] = {tid, tid, tid, tid};
       SnacPacket k[4] = {snacPacketLoad(h), snacPacketLoad(h + 2), snacPacketLoad(h + 4),

@@ -94,6 +94,24 @@ static __device__ __forceinline__ void snacInit(SnacState* st, purlinDevComm_t* 
   st->failed = false;
 }
 
+/* snacInit for a wait whose caller has this collective's headers (the
+ * latency-buffer half, snacHeader) and region bytes at hand: no load of
+ * them from dc, and no division (a call, with whatever the caller holds
+ * live around it). */
+static __device__ __forceinline__ void snacInitAt(SnacState* st, purlinDevComm_t* dc, int rank,
+                                                  uint64_t epoch, uint64_t descriptor,
+                                                  const char* headers, uint64_t regionBytes) {
+  st->dc = dc;
+  st->rank = rank;
+  st->rec = (volatile purlinErrorRecord_t*)dc->abortWord;
+  st->epoch = epoch;
+  st->timeoutNs = (uint64_t)dc->timeoutMs * 1000000ull;
+  st->headers = headers;
+  st->regionBytes = regionBytes;
+  st->descriptor = descriptor;
+  st->failed = false;
+}
+
 /* The region of this rank's latency-buffer half for this collective on
  * rank `owner`: where this rank pushes that rank's packets. */
 static __device__ __forceinline__ uint64_t* snacPeerRegion(const SnacState* st, int owner) {
@@ -149,46 +167,73 @@ static __device__ __noinline__ void snacRaise(SnacState* st, uint32_t code, uint
   st->failed = true;
 }
 
-/* Whether `p` is a peer whose header for this collective has arrived with
- * a different descriptor (it runs another collective, or other counts);
- * reports it. */
-static __device__ __noinline__ bool snacPeerMismatch(SnacState* st, int p) {
-  SnacPacket h = snacPacketLoad(snacHeader(st, p));
-  if (!h.ready(snacLatencyFlag(st->epoch)) || h.value() == st->descriptor) return false;
-  snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, p, h.value());
-  return true;
-}
+/* Why a wait stops (snacWaitCheck): nothing yet, the group's abort word,
+ * a rank of another process that failed first, a peer that runs another
+ * collective, or the wait's bound. */
+enum { SNAC_WAIT_GOING = 0, SNAC_WAIT_ABORTED, SNAC_WAIT_PEER_FAILED, SNAC_WAIT_MISMATCH,
+       SNAC_WAIT_TIMED_OUT };
 
-/* The slow part of every wait, run every 1024 tries: false when the group
- * is aborted, `peer` runs another collective, or this wait has run past
- * `bound` x the timeout (each but the first reported here: `code` and
- * `what`, with `seen`). Waits whose writer is itself bounded by a timeout
- * take a larger bound, so that the writer reports first. */
-static __device__ __noinline__ bool snacStillWaitingFor(SnacState* st, uint64_t* start,
-                                                        uint64_t bound, int peer, uint32_t code,
-                                                        uint32_t what, uint64_t seen) {
-  if (st->rec->abort != 0) {
-    st->failed = true;
-    return false;
-  }
-  /* A rank of another process failed first (snacRaise). */
+/* The slow part of every wait, run every 1024 tries, without a call: why
+ * the wait must stop (SNAC_WAIT_*; `*detail`, what its report needs), or
+ * SNAC_WAIT_GOING. It stops when the group is aborted, a rank of another
+ * process failed, `peer` runs another collective (its header says so at
+ * once, without waiting for the timeout), or the wait has run past
+ * `bound` x the timeout. Waits whose writer is itself bounded by a
+ * timeout take a larger bound, so that the writer reports first.
+ *
+ * Call-free, so that a poll loop that holds what it waits for (the small
+ * AllReduce's nine packets) need not save it around a call: with the
+ * call, the decode call's loop in the megakernel stored 7 registers to
+ * the stack on its slow path (tools/sass.sh). The report, which calls, is
+ * snacWaitStopped, on the way out of the loop. */
+static __device__ __forceinline__ uint32_t snacWaitCheck(const SnacState* st, uint64_t* start,
+                                                        uint64_t bound, int peer,
+                                                        uint64_t* detail) {
+  if (st->rec->abort != 0) return SNAC_WAIT_ABORTED;
   const uint32_t failed =
       *(volatile const uint32_t*)&((const purlinControl_t*)st->dc->peerHeap[0])->failedRank;
   if (failed != 0) {
-    snacRaise(st, (uint32_t)purlinRemoteError, PURLIN_ERROR_PEER_FAILED, (int)failed - 1, 0);
-    return false;
+    *detail = failed - 1;
+    return SNAC_WAIT_PEER_FAILED;
   }
-  /* A peer that runs another collective may never send what this wait
-   * needs: its header says so at once, without waiting for the timeout. */
-  if (peer >= 0 && peer != st->rank && snacPeerMismatch(st, peer)) return false;
-  uint64_t now = snacGlobalTimerNs();
-  if (*start == 0) {
-    *start = now;
-  } else if (now - *start > bound * st->timeoutNs) {
+  if (peer >= 0 && peer != st->rank) {
+    const SnacPacket h = snacPacketLoad(snacHeader(st, peer));
+    if (h.ready(snacLatencyFlag(st->epoch)) && h.value() != st->descriptor) {
+      *detail = h.value();
+      return SNAC_WAIT_MISMATCH;
+    }
+  }
+  const uint64_t now = snacGlobalTimerNs();
+  if (*start == 0) *start = now;
+  else if (now - *start > bound * st->timeoutNs) return SNAC_WAIT_TIMED_OUT;
+  return SNAC_WAIT_GOING;
+}
+
+/* Reports why a wait stopped (`why` from snacWaitCheck, not
+ * SNAC_WAIT_GOING): an abort is already recorded; a timeout is reported
+ * as `code` and `what`, with `seen`. The thread's state is failed after. */
+static __device__ __noinline__ void snacWaitStopped(SnacState* st, uint32_t why, int peer,
+                                                    uint64_t detail, uint32_t code,
+                                                    uint32_t what, uint64_t seen) {
+  if (why == SNAC_WAIT_PEER_FAILED)
+    snacRaise(st, (uint32_t)purlinRemoteError, PURLIN_ERROR_PEER_FAILED, (int)detail, 0);
+  else if (why == SNAC_WAIT_MISMATCH)
+    snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, peer, detail);
+  else if (why == SNAC_WAIT_TIMED_OUT)
     snacRaise(st, code, what, peer, seen);
-    return false;
-  }
-  return true;
+  st->failed = true;
+}
+
+/* The slow part of a wait that may call (snacWaitCheck, then the report):
+ * false when the wait must stop, reported. */
+static __device__ __noinline__ bool snacStillWaitingFor(SnacState* st, uint64_t* start,
+                                                        uint64_t bound, int peer, uint32_t code,
+                                                        uint32_t what, uint64_t seen) {
+  uint64_t detail = 0;
+  const uint32_t why = snacWaitCheck(st, start, bound, peer, &detail);
+  if (why == SNAC_WAIT_GOING) return true;
+  snacWaitStopped(st, why, peer, detail, code, what, seen);
+  return false;
 }
 
 /* A wait bounded by one timeout, reported as purlinTimeout. */
@@ -248,36 +293,65 @@ struct SnacPacketsStridedHeader {
   __device__ __forceinline__ int from(int j) const { return j < NP ? packets.from(j) : hp; }
 };
 
+/* The state a wait builds only if it must (SnacWaitPacketsAt with Lazy):
+ * none. */
+struct SnacStateBuilt {
+  __device__ __forceinline__ void operator()(SnacState*) const {}
+};
+
 /* Waits for several packets at once: bit j of `pending` asks for packet
  * w.at(j) of peer w.from(j), whose first load k[j] the caller issued; on
  * success every asked k[j] is ready. Each pass reloads every packet still
  * missing, so once the last one lands a single round trip sees it (waiting
  * for them one after another costs a round trip per packet that was not
- * there at its first load: about 2.5 us with 8 ranks, bench/ll_latency). */
-template <int NB, typename Where>
-static __device__ __forceinline__ bool snacWaitPacketsAt(SnacState* st, const Where& w,
-                                                         unsigned pending, SnacPacket (&k)[NB]) {
-  const uint32_t flag = snacLatencyFlag(st->epoch);
-  uint64_t start = 0;
+ * there at its first load: about 2.5 us with 8 ranks, bench/ll_latency).
+ *
+ * The loop makes no call (snacWaitCheck; the report is on the way out),
+ * so the packets stay in registers. With Lazy, `st` is built by init(st)
+ * at the first slow check, and never on the way of a wait that ends
+ * sooner: building it loads the context, and a store of what a load
+ * returns holds the thread until the load is back. `flag` is the packets'
+ * (snacLatencyFlag of the epoch). */
+template <bool Lazy, int NB, typename Where, typename Init>
+static __device__ __forceinline__ bool snacWaitPacketsWith(SnacState* st, const Init& init,
+                                                           uint32_t flag, const Where& w,
+                                                           unsigned pending,
+                                                           SnacPacket (&k)[NB]) {
+  uint64_t start = 0, detail = 0;
+  uint32_t why = SNAC_WAIT_GOING;
+  int who = -1;
   for (uint32_t spins = 1;; ++spins) {
 #pragma unroll
     for (int j = 0; j < NB; ++j)
       if (((pending >> j) & 1u) && k[j].ready(flag)) pending &= ~(1u << j);
     if (pending == 0) return true;
-    if (st->failed) return false;
     if ((spins & 1023u) == 0) {
+      if (Lazy && spins == 1024u) init(st);
       /* The first missing packet's peer, picked without indexing `peer`
        * by a variable (which would move it to local memory). */
-      int who = -1;
+      who = -1;
 #pragma unroll
       for (int j = NB - 1; j >= 0; --j)
         if ((pending >> j) & 1u) who = w.from(j);
-      if (!snacStillWaiting(st, &start, who, PURLIN_ERROR_WAIT_PACKET, 0)) return false;
+      why = snacWaitCheck(st, &start, 1, who, &detail);
+      if (why != SNAC_WAIT_GOING) break;
     }
 #pragma unroll
     for (int j = 0; j < NB; ++j)
       if ((pending >> j) & 1u) k[j] = snacPacketLoad(w.at(j));
   }
+  snacWaitStopped(st, why, who, detail, (uint32_t)purlinTimeout, PURLIN_ERROR_WAIT_PACKET, 0);
+  return false;
+}
+
+/* snacWaitPacketsWith on a built state; nothing in the loop can fail the
+ * thread's state, so its failed flag is read once. */
+template <int NB, typename Where>
+static __device__ __forceinline__ bool snacWaitPacketsAt(SnacState* st, const Where& w,
+                                                         unsigned pending, SnacPacket (&k)[NB]) {
+  if (st->failed) return false;
+  return snacWaitPacketsWith<false>(st, SnacStateBuilt(), snacLatencyFlag(st->epoch), w, pending,
+                                    k);
 }
 
 /* The same with packet j at p[j], from peer[j]. */
