@@ -36,6 +36,18 @@
 #define PLAN_LATENCY_LIMIT ((uint64_t)256 << 10)
 #define PLAN_LATENCY_RANK_BYTES ((uint64_t)512 << 10)
 
+/* An eager AllReduce of 8 ranks or more: the one-shot's 256 KiB was a tie
+ * on an H200 (34.6 us against the throughput path's 34.8, above) but lost
+ * on an H100, whose HBM carries the 7 peer reads of every byte more
+ * slowly: 8 ranks on one H100 (bench/results/2026-12-05-h100-ab/
+ * coll_1m_new.txt), latency against throughput, 256 KiB 39.2 us against
+ * 30.8, 128 KiB 25.2 against 30.1. So up to 128 KiB, where it wins on
+ * both. Fewer ranks read fewer peers and keep 256 KiB; a resident
+ * executor keeps its limit (residentLatencyLimit, from 256 KiB: measured
+ * there, its 128 KiB call took 17.4 us on the latency path). */
+#define PLAN_LATENCY_AR_MANY_RANKS 8
+#define PLAN_LATENCY_AR_MANY_LIMIT ((uint64_t)128 << 10)
+
 /* Latency path, AllReduce (bench/ll_latency): CTAs of 64 and 128 threads
  * tie up to 16 KiB and beat 256 (11.7 against 12.0 us at 8 KiB); past a
  * packet (8 bytes) per thread, each further packet a thread carries costs
@@ -82,7 +94,9 @@ int purlinPlanRanksOnDevice(const int* devices, int nranks) {
 }
 
 uint64_t purlinPlanLatencyLimit(purlinCollective_t coll, int nranks) {
-  if (coll == purlinCollAllReduce || nranks < 1) return PLAN_LATENCY_LIMIT;
+  if (coll == purlinCollAllReduce)
+    return nranks >= PLAN_LATENCY_AR_MANY_RANKS ? PLAN_LATENCY_AR_MANY_LIMIT : PLAN_LATENCY_LIMIT;
+  if (nranks < 1) return PLAN_LATENCY_LIMIT;
   const uint64_t perRank = PLAN_LATENCY_RANK_BYTES / (uint64_t)nranks;
   return perRank < PLAN_LATENCY_LIMIT ? perRank : PLAN_LATENCY_LIMIT;
 }
@@ -243,7 +257,8 @@ purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_
     p->path = purlinPathThroughput;
   } else {
     uint64_t limit = purlinPlanLatencyLimit(s->coll, s->nranks);
-    if (resident) limit = residentLatencyLimit(limit, f);
+    if (resident)
+      limit = residentLatencyLimit(s->coll == purlinCollAllReduce ? PLAN_LATENCY_LIMIT : limit, f);
     p->path = fits && s->maxBlockBytes <= limit ? purlinPathLatency : purlinPathThroughput;
   }
   if (p->path == purlinPathThroughput && resident)

@@ -80,15 +80,17 @@ int main(void) {
   for (int coll = 0; coll < purlinNumCollectives; ++coll) {
     /* The latency limit: at it the latency path, past it throughput. */
     uint64_t lim = purlinPlanLatencyLimit((purlinCollective_t)coll, 8);
-    /* AllReduce (one-shot) up to 256 KiB; the others up to 512 KiB of
-     * blocks a rank, at most 256 KiB a block. */
+    /* AllReduce (one-shot) up to 256 KiB, 128 KiB from 8 ranks; the
+     * others up to 512 KiB of blocks a rank, at most 256 KiB a block. */
     const int ar = coll == purlinCollAllReduce;
-    CHECK_EQ_INT(lim, ar ? (uint64_t)256 << 10 : (uint64_t)64 << 10);
+    CHECK_EQ_INT(lim, ar ? (uint64_t)128 << 10 : (uint64_t)64 << 10);
     CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 2), (uint64_t)256 << 10);
     CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 4),
                  ar ? (uint64_t)256 << 10 : (uint64_t)128 << 10);
     CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 16),
-                 ar ? (uint64_t)256 << 10 : (uint64_t)32 << 10);
+                 ar ? (uint64_t)128 << 10 : (uint64_t)32 << 10);
+    CHECK_EQ_INT(purlinPlanLatencyLimit((purlinCollective_t)coll, 7),
+                 ar ? (uint64_t)256 << 10 : (uint64_t)(512 << 10) / 7);
     shape((purlinCollective_t)coll, lim, 8 * lim);
     CHECK_EQ_INT(plan(&c), purlinSuccess);
     CHECK_EQ_INT(c.path, purlinPathLatency);
@@ -171,7 +173,7 @@ int main(void) {
    * ranks or fewer, 8-byte aligned buffers. Other collectives: CTAs of
    * PURLIN_LATENCY_THREADS. */
   for (int onDevice = 1; onDevice <= 8; onDevice *= 8)
-  for (uint64_t b = 0; b <= ((uint64_t)256 << 10); b = b ? 2 * b : 8) {
+  for (uint64_t b = 0; b <= purlinPlanLatencyLimit(purlinCollAllReduce, 8); b = b ? 2 * b : 8) {
     shape(purlinCollAllReduce, b, b);
     F.ranksOnDevice = onDevice;
     const uint64_t most = onDevice == 1 ? PURLIN_LATENCY_MAX_CTAS : 132 / 8;
@@ -206,6 +208,19 @@ int main(void) {
   F.forcedCtas = 1;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK((uint64_t)c.ctas * c.threads >= 32);
+
+  /* An eager AllReduce past 128 KiB at 8 ranks takes the throughput path;
+   * at 4 ranks the one-shot keeps 256 KiB. */
+  shape(purlinCollAllReduce, (uint64_t)256 << 10, (uint64_t)256 << 10);
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  S.nranks = 4;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  S.nranks = 8;
+  S.maxBlockBytes = S.outBytes = (uint64_t)128 << 10;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
 
   /* Tuned throughput CTAs: one per 16 KiB of the largest buffer. */
   shape(purlinCollAllGather, (uint64_t)1 << 30, (uint64_t)8 << 30);
