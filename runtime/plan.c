@@ -172,7 +172,12 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
  * (PLAN_THROUGHPUT_BYTES_PER_CTA) every session cell from 32 KiB to 8 MiB
  * measured faster than eager with this limit
  * (bench/results/2026-12-03-h200-throughput-ctas/coll_after.txt). */
-static uint64_t residentLatencyLimit(uint64_t limit, const purlinPlanFacts_t* f) {
+static uint64_t residentLatencyLimit(const purlinPlanShape_t* s, const purlinPlanFacts_t* f) {
+  /* AllReduce scales the one-shot's own limit: the eager cut from 8 ranks
+   * (PLAN_LATENCY_AR_MANY_LIMIT) was measured on an eager call's CTAs. */
+  const uint64_t limit = s->coll == purlinCollAllReduce
+                             ? PLAN_LATENCY_LIMIT
+                             : purlinPlanLatencyLimit(s->coll, s->nranks);
   const int eager = latencyMaxCtas(f);
   if (f->executorCtas >= eager) return limit;
   return limit * (uint64_t)f->executorCtas / (uint64_t)eager;
@@ -256,9 +261,8 @@ purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_
   } else if (f->forcedPath == purlinPathThroughput) {
     p->path = purlinPathThroughput;
   } else {
-    uint64_t limit = purlinPlanLatencyLimit(s->coll, s->nranks);
-    if (resident)
-      limit = residentLatencyLimit(s->coll == purlinCollAllReduce ? PLAN_LATENCY_LIMIT : limit, f);
+    const uint64_t limit =
+        resident ? residentLatencyLimit(s, f) : purlinPlanLatencyLimit(s->coll, s->nranks);
     p->path = fits && s->maxBlockBytes <= limit ? purlinPathLatency : purlinPathThroughput;
   }
   if (p->path == purlinPathThroughput && resident)
