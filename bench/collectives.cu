@@ -139,7 +139,7 @@ static const BenchSpelling kDtypeSpellings[] = {
 struct OwnOptions {
   bool noSession;
   size_t latencyBufferBytes; /* 0: the config's default */
-  int megakernelCtas;        /* 0: the config's default */
+  int megakernelCtas;        /* 0: the library's choice */
   int collectiveCtas;        /* 0: the plan's */
 };
 static OwnOptions ownOptions;
@@ -831,7 +831,6 @@ int main(int argc, char** argv) {
   purlinConfig_t config = PURLIN_CONFIG_INITIALIZER;
   if (ownOptions.latencyBufferBytes > 0) config.latencyBufferBytes = ownOptions.latencyBufferBytes;
   if (ownOptions.megakernelCtas > 0) config.megakernelCtas = ownOptions.megakernelCtas;
-  B->megakernelCtas = config.megakernelCtas;
   config.collectiveCtas = ownOptions.collectiveCtas;
   for (int p = 0; p < kPaths; ++p) {
     config.path = kPathConfig[p];
@@ -844,6 +843,9 @@ int main(int argc, char** argv) {
     }
     B->groups = p + 1;
   }
+  /* The CTAs a session's megakernel holds (--megakernel-ctas, or the
+   * library's choice for this placement). */
+  GPU_PURLIN_OK(purlinCommMegakernelCtas(B->comms[0][0], &B->megakernelCtas));
   for (int r = 0; r < R->n; ++r) {
     benchSetupRank(R, r);
     GPU_CUDA_OK(cudaMalloc((void**)&B->words[r], kWords * sizeof(unsigned int)));
@@ -870,10 +872,11 @@ int main(int argc, char** argv) {
   if (B->sessions == kSessionsOn) {
     const char* connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     printf(
-        "# sessions: the auto group, megakernelCtas %d, CUDA_DEVICE_MAX_CONNECTIONS=%s; "
+        "# sessions: the auto group, megakernelCtas %d%s, CUDA_DEVICE_MAX_CONNECTIONS=%s; "
         "sess+wait: each call followed by its wait; sess rate: the calls in one group, one wait "
         "at the end\n",
-        B->megakernelCtas, connections != NULL ? connections : "(unset)");
+        B->megakernelCtas, ownOptions.megakernelCtas > 0 ? " (--megakernel-ctas)" : " (the library's)",
+        connections != NULL ? connections : "(unset)");
     printf(
         "# sessions: K calls per session (K as eager steps, from eager auto's time); per call = "
         "(replay - a session with no call, %.2f us) / K\n",

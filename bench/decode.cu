@@ -15,13 +15,14 @@
  *            (purlinDevWaitAll): no node per collective
  *
  * and the compute-only step (the same kernels, no collective) without and
- * with resident megakernels (an empty session), so that what reserving
- * their SMs costs is visible. Printed per AllReduce size: step times, the
+ * with resident megakernels (an empty session), and on the whole GPU (its
+ * SMs shared by the ranks, none reserved), so that what reserving the
+ * megakernels' SMs costs a compute kernel is visible. Printed per AllReduce size: step times, the
  * per-collective overhead (step - compute-only step) / L of each mode, and
  * their ratios to eager. Every layer's AllReduce output is checked exactly
  * after the timed replays, in every mode.
  *
- *   decode [ranks] [layers] [megakernelCtas] [weight MiB per rank]
+ *   decode [ranks] [layers] [megakernelCtas, 0: the library's] [weight MiB per rank]
  */
 #include <algorithm>
 #include <stdio.h>
@@ -149,7 +150,9 @@ struct Rank {
 };
 
 struct Step {
-  int n, layers, grid;
+  int n, layers;
+  int grid;      /* a compute kernel's CTAs: the SMs the megakernels leave, shared */
+  int gridWhole; /* on the whole GPU: every SM, shared by the ranks */
   size_t elems;
   size_t weightBytes;
   std::vector<Rank> R;
@@ -157,7 +160,7 @@ struct Step {
   cudaEvent_t fork;
 };
 
-enum Mode { kComputeOnly, kComputeSession, kEager, kNode, kFused, kModes };
+enum Mode { kComputeOnly, kComputeSession, kComputeWhole, kEager, kNode, kFused, kModes };
 
 static void recordRank(Step* S, int r, Mode m) {
   Rank& k = S->R[r];
@@ -166,7 +169,8 @@ static void recordRank(Step* S, int r, Mode m) {
   if (session) GPU_PURLIN_OK(purlinSessionBegin(k.comm, s));
   for (int l = 0; l < S->layers; ++l) {
     const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
-    computeKernel<<<S->grid, kComputeThreads, kComputeSmem, s>>>(
+    computeKernel<<<m == kComputeWhole ? S->gridWhole : S->grid, kComputeThreads, kComputeSmem,
+                    s>>>(
         k.w, S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
         k.coll[l], k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
     GPU_CUDA_OK(cudaGetLastError());
@@ -326,13 +330,14 @@ int main(int argc, char** argv) {
   Step S;
   S.n = argc > 1 ? atoi(argv[1]) : 8;
   S.layers = argc > 2 ? atoi(argv[2]) : 8;
-  const int mk = argc > 3 ? atoi(argv[3]) : 2;
+  /* 0: the library's choice for the placement. */
+  const int mk = argc > 3 ? atoi(argv[3]) : 0;
   const int weightMiB = argc > 4 ? atoi(argv[4]) : kWeightMiBDefault;
-  if (S.n < 1 || S.n > 16 || S.layers < 1 || S.layers > 64 || mk < 1 || mk > 32 ||
+  if (S.n < 1 || S.n > 16 || S.layers < 1 || S.layers > 64 || mk < 0 || mk > 32 ||
       weightMiB < 1 || weightMiB > 64) {
     fprintf(stderr,
-            "usage: decode [ranks 1..16] [layers 1..64] [megakernelCtas 1..32] "
-            "[weight MiB per rank 1..64]\n");
+            "usage: decode [ranks 1..16] [layers 1..64] [megakernelCtas 0..32, 0: the "
+            "library's] [weight MiB per rank 1..64]\n");
     return 2;
   }
   S.weightBytes = (size_t)weightMiB << 20;
@@ -346,23 +351,26 @@ int main(int argc, char** argv) {
   }
   purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
   cfg.megakernelCtas = mk;
-  const int reserved = S.n * cfg.megakernelCtas;
+  std::vector<purlinComm_t> comms(S.n);
+  std::vector<int> devices(S.n, 0);
+  GPU_PURLIN_OK(purlinCommInitAllConfig(comms.data(), S.n, devices.data(), &cfg));
+  int mkCtas = 0;
+  GPU_PURLIN_OK(purlinCommMegakernelCtas(comms[0], &mkCtas));
+  const int reserved = S.n * mkCtas;
   S.grid = std::max(1, (sms - reserved) / S.n);
+  S.gridWhole = std::max(1, sms / S.n);
   cudaDeviceProp prop;
   GPU_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   printf("# bench/decode: %d ranks on %s (one GPU, %d SMs), %d layers per step, each a compute "
          "kernel of %d CTAs x %d threads streaming %zu MiB per rank plus an AllReduce (bf16 "
-         "sum); megakernelCtas %d (%d SMs reserved, %.1f%% of the GPU); median of %d "
+         "sum); megakernelCtas %d%s (%d SMs reserved, %.1f%% of the GPU); median of %d "
          "replays\n",
-         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20,
-         cfg.megakernelCtas, reserved, 100.0 * reserved / sms, kReplays);
+         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20, mkCtas,
+         mk == 0 ? " (the library's)" : "", reserved, 100.0 * reserved / sms, kReplays);
   GPU_CUDA_OK(cudaFuncSetAttribute(computeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kComputeSmem));
   GPU_PURLIN_OK(purlinPreloadKernel((const void*)computeKernel));
   GPU_PURLIN_OK(purlinPreloadKernel((const void*)waitKernel));
-  std::vector<purlinComm_t> comms(S.n);
-  std::vector<int> devices(S.n, 0);
-  GPU_PURLIN_OK(purlinCommInitAllConfig(comms.data(), S.n, devices.data(), &cfg));
   GPU_CUDA_OK(cudaStreamCreateWithFlags(&S.main, cudaStreamNonBlocking));
   GPU_CUDA_OK(cudaEventCreateWithFlags(&S.fork, cudaEventDisableTiming));
   const size_t maxElems = (size_t)1 << 19; /* 1 MiB of bf16 */
@@ -389,12 +397,12 @@ int main(int argc, char** argv) {
     GPU_PURLIN_OK(purlinSessionQueue(k.comm, &k.q));
   }
 
-  printf("%10s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s\n", "size", "compute",
-         "comp+mk", "eager", "node", "fused", "(us/step)", "eager", "node", "fused",
+  printf("%10s %9s %9s %9s %9s %9s %9s %9s | %8s %8s %8s | %10s %10s\n", "size", "compute",
+         "comp+mk", "comp-all", "eager", "node", "fused", "(us/step)", "eager", "node", "fused",
          "node/eager", "fused/eag");
-  printf("%10s %9s %9s %9s %9s %9s %9s | %8s %8s %8s |\n", "", "", "", "", "", "", "",
+  printf("%10s %9s %9s %9s %9s %9s %9s %9s | %8s %8s %8s |\n", "", "", "", "", "", "", "", "",
          "us/coll", "us/coll", "us/coll");
-  double worstNode = 0, worstFused64k = 0, worstReserve = 0;
+  double worstNode = 0, worstFused64k = 0, worstReserve = 0, worstWhole = 0;
   long wrongAll = 0;
   for (size_t bytes = 8 << 10; bytes <= ((size_t)1 << 20); bytes *= 2) {
     S.elems = bytes / 2;
@@ -414,12 +422,14 @@ int main(int argc, char** argv) {
     const double e = (t[kEager] - t[kComputeOnly]) / S.layers;
     const double nd = (t[kNode] - base) / S.layers;
     const double f = (t[kFused] - base) / S.layers;
-    printf("%10zu %9.1f %9.1f %9.1f %9.1f %9.1f %9s | %8.2f %8.2f %8.2f | %10.2f %10.2f%s\n",
-           bytes, t[kComputeOnly], t[kComputeSession], t[kEager], t[kNode], t[kFused], "", e,
-           nd, f, nd / e, f / e, wrong ? "  WRONG" : "");
+    printf("%10zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9s | %8.2f %8.2f %8.2f | %10.2f "
+           "%10.2f%s\n",
+           bytes, t[kComputeOnly], t[kComputeSession], t[kComputeWhole], t[kEager], t[kNode],
+           t[kFused], "", e, nd, f, nd / e, f / e, wrong ? "  WRONG" : "");
     fflush(stdout);
     if (getenv("DECODE_TRACE") != NULL) traceFused(&S);
     worstReserve = std::max(worstReserve, t[kComputeSession] / t[kComputeOnly]);
+    worstWhole = std::max(worstWhole, t[kComputeSession] / t[kComputeWhole]);
     worstNode = std::max(worstNode, nd / e);
     if (bytes <= (64 << 10)) worstFused64k = std::max(worstFused64k, f / e);
   }
@@ -427,9 +437,16 @@ int main(int argc, char** argv) {
          "compute-only step without megakernels, node and fused against the one with them\n");
   printf("fused / eager overhead at <= 64 KiB, worst: %.2f (target <= 0.50)\n", worstFused64k);
   printf("node / eager overhead, every size, worst: %.2f (target <= 1.00)\n", worstNode);
-  printf("compute-only step with megakernels resident / without, worst: %.3f (target <= %.3f: "
-         "1 + the SM share reserved)\n",
-         worstReserve, 1.0 + (double)reserved / sms);
+  printf("# compute: the compute kernels on the SMs the megakernels leave (%d CTAs a rank), no "
+         "session; comp+mk: the same in an empty session (megakernels resident); comp-all: on "
+         "the whole GPU (%d CTAs a rank), no session\n",
+         S.grid, S.gridWhole);
+  printf("compute-only step with megakernels resident / without, same CTAs, worst: %.3f (their "
+         "polling's cost)\n",
+         worstReserve);
+  printf("compute-only step with megakernels resident / on the whole GPU without, worst: %.3f "
+         "(target <= %.3f: 1 + the SM share reserved)\n",
+         worstWhole, 1.0 + (double)reserved / sms);
   printf("#wrong, all modes and sizes: %ld\n", wrongAll);
   for (int r = 0; r < S.n; ++r) {
     Rank& k = S.R[r];

@@ -231,7 +231,7 @@ struct Knobs {
   int ctas;    /* purlin's config.collectiveCtas (0: tuned) */
   int path;    /* purlin's config.path (purlinPathAuto: tuned) */
   size_t lbuf; /* purlin's config.latencyBufferBytes (0: default) */
-  int megakernelCtas; /* purlin's config.megakernelCtas (0: default) */
+  int megakernelCtas; /* purlin's config.megakernelCtas (0: the library's choice) */
   bool noSession;     /* --no-session */
 };
 
@@ -998,10 +998,13 @@ int main(int argc, char** argv) {
   if (B->sessions == kSessionsOn) failures += startSessions(B);
   if (B->sessions == kSessionsOn) {
     const char* connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    printf("# purlin sessions: megakernelCtas %d, CUDA_DEVICE_MAX_CONNECTIONS=%s; each rank's "
+    int mk = 0;
+    GPU_PURLIN_OK(purlinCommMegakernelCtas(B->comms[0], &mk));
+    printf("# purlin sessions: megakernelCtas %d%s, CUDA_DEVICE_MAX_CONNECTIONS=%s; each rank's "
            "session in its own graph; sess+wait: each call followed by its wait; sess rate: the "
            "calls in one group, one wait at the end\n",
-           config.megakernelCtas, connections != NULL ? connections : "(unset)");
+           mk, B->knobs.megakernelCtas != 0 ? " (--megakernel-ctas)" : " (the library's)",
+           connections != NULL ? connections : "(unset)");
     printf("# purlin sessions: K calls per session (K as purlin's graph steps); per call = "
            "(replay - a session with no call, %.2f us) / K\n",
            B->emptySessionUs);

@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
   Ranks R;
   R.n = argc > 1 ? atoi(argv[1]) : 8;
   if (R.n < 1 || R.n > 16) {
-    fprintf(stderr, "usage: session_latency [ranks 1..16 [megakernelCtas [max bytes]]]\n");
+    fprintf(stderr, "usage: session_latency [ranks 1..16 [megakernelCtas 0..32 [max bytes]]]\n");
     return 2;
   }
   R.comms.assign(R.n, NULL);
@@ -235,8 +235,11 @@ int main(int argc, char** argv) {
   R.join.assign(R.n, NULL);
   std::vector<int> devices(R.n, 0);
   purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
-  cfg.megakernelCtas = argc > 2 ? atoi(argv[2]) : R.n > 8 ? 4 : 8;
+  /* 0 (or none given): the library's choice for the placement. */
+  cfg.megakernelCtas = argc > 2 ? atoi(argv[2]) : 0;
   GPU_PURLIN_OK(purlinCommInitAllConfig(R.comms.data(), R.n, devices.data(), &cfg));
+  int mk = 0;
+  GPU_PURLIN_OK(purlinCommMegakernelCtas(R.comms[0], &mk));
   GPU_CUDA_OK(cudaStreamCreateWithFlags(&R.main, cudaStreamNonBlocking));
   GPU_CUDA_OK(cudaEventCreateWithFlags(&R.fork, cudaEventDisableTiming));
   for (int r = 0; r < R.n; ++r) {
@@ -246,8 +249,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   GPU_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   printf("# bench/session_latency: AllReduce bf16 sum, %d ranks on %s (one GPU), each call "
-         "followed by its wait; %d calls per graph, median of %d replays; megakernelCtas %d\n",
-         R.n, prop.name, kCalls, kReplays, cfg.megakernelCtas);
+         "followed by its wait; %d calls per graph, median of %d replays; megakernelCtas %d%s\n",
+         R.n, prop.name, kCalls, kReplays, mk,
+         cfg.megakernelCtas == 0 ? " (the library's)" : "");
 
   const size_t maxBytes = argc > 3 ? (size_t)atoll(argv[3]) : (size_t)1 << 20;
   std::vector<void*> in(R.n), out(R.n);

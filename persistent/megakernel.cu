@@ -16,7 +16,7 @@
  * that L1 holds the CTA's stack) whatever Atom a descriptor names: the
  * Atoms' bits are the same (SCORE), and the plan, told the megakernel's
  * shared memory, names the generic one. */
-static void (*megakernelOf(purlinAtomKind_t atom))(purlinDevComm_t*) {
+static void (*megakernelOf(purlinAtomKind_t atom))(purlinDevComm_t*, uint32_t) {
   return atom == purlinAtomHopper ? purlinMegakernel<purlinAtomHopperResidentT> : NULL;
 }
 
@@ -29,7 +29,7 @@ extern "C" int purlinMegakernelSmemBytes(purlinAtomKind_t atom) {
 }
 
 extern "C" cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom) {
-  void (*k)(purlinDevComm_t*) = megakernelOf(atom);
+  void (*k)(purlinDevComm_t*, uint32_t) = megakernelOf(atom);
   if (k == NULL) return cudaErrorInvalidValue;
   cudaFuncAttributes a;
   cudaError_t e = cudaFuncGetAttributes(&a, k);
@@ -39,9 +39,10 @@ extern "C" cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom) {
 }
 
 extern "C" cudaError_t purlinMegakernelLaunch(purlinDevComm_t* dc, purlinAtomKind_t atom,
-                                              int ctas, cudaStream_t stream) {
-  void (*k)(purlinDevComm_t*) = megakernelOf(atom);
+                                              int ctas, uint32_t backoffNs,
+                                              cudaStream_t stream) {
+  void (*k)(purlinDevComm_t*, uint32_t) = megakernelOf(atom);
   if (k == NULL || ctas < 1 || ctas > PURLIN_MEGAKERNEL_MAX_CTAS) return cudaErrorInvalidValue;
-  k<<<ctas, PURLIN_MEGAKERNEL_THREADS, purlinMegakernelSmemBytes(atom), stream>>>(dc);
+  k<<<ctas, PURLIN_MEGAKERNEL_THREADS, purlinMegakernelSmemBytes(atom), stream>>>(dc, backoffNs);
   return cudaGetLastError();
 }

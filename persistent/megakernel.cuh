@@ -308,16 +308,24 @@ enum { MK_NEXT_STOP = 0, MK_NEXT_RUN = 1, MK_NEXT_SKIP = 2 };
  * CTA still has in flight (~530 cycles measured, bench/probes), on the way
  * from the slot to the pushes.
  *
+ * Idle, after MK_SPINS_BEFORE_SLEEP polls, the warp sleeps between polls
+ * (__nanosleep, doubling from 32 ns up to `backoffNs`; 0: never): a
+ * megakernel that polls flat out while compute kernels run beside it
+ * slows them (its L2 requests and the power of its busy SMs).
+ *
  * Returns MK_NEXT_RUN with the descriptor; MK_NEXT_SKIP when ticket h
  * completed without this CTA and its slot was reused (below); MK_NEXT_STOP
  * on abort or idleness. */
+#define MK_SPINS_BEFORE_SLEEP 64u
 static __device__ __noinline__ int megakernelNext(purlinRing_t ring, uint64_t h, SnacState* st,
                                                    purlinCollDesc_t* desc,
-                                                   purlinMegakernelWords_t* mw, uint64_t idle) {
+                                                   purlinMegakernelWords_t* mw, uint64_t idle,
+                                                   uint32_t backoffNs) {
   const int lane = (int)(threadIdx.x & 31u);
   const bool slotLane = lane < PURLIN_RING_SLOT_WORDS;
   uint64_t* at = slotLane ? &purlinRingSlotOf(ring, h)->w[lane] : &ring.w->done;
   uint64_t start = 0;
+  uint32_t sleepNs = 16;
   for (uint32_t spins = 1;; ++spins) {
     const uint64_t w = cuda::atomic_ref<uint64_t, cuda::thread_scope_device>(*at).load(
         cuda::memory_order_acquire);
@@ -343,6 +351,10 @@ static __device__ __noinline__ int megakernelNext(purlinRing_t ring, uint64_t h,
         keep = snacStillWaitingFor(st, &start, idle, -1, (uint32_t)purlinInvalidUsage,
                                    PURLIN_ERROR_IDLE_RETIRE, h);
       if (!__shfl_sync(0xffffffffu, keep, 0)) return MK_NEXT_STOP;
+    }
+    if (backoffNs != 0 && spins >= MK_SPINS_BEFORE_SLEEP) {
+      if (sleepNs < backoffNs) sleepNs = 2 * sleepNs < backoffNs ? 2 * sleepNs : backoffNs;
+      __nanosleep(sleepNs);
     }
   }
 }
@@ -377,7 +389,7 @@ static __device__ __noinline__ bool megakernelFinished(purlinMegakernelWords_t* 
 }
 
 template <typename A>
-static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
+static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc, uint32_t backoffNs) {
   extern __shared__ __align__(128) unsigned char atomSmem[];
   __shared__ SnacThroughputSmem tp;
   __shared__ SnacLatencyCall lat;
@@ -421,7 +433,7 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
 
   for (;;) {
     if (threadIdx.x < 32) {
-      const int got = megakernelNext(ring, h, &st, &desc, trace ? mw : NULL, idle);
+      const int got = megakernelNext(ring, h, &st, &desc, trace ? mw : NULL, idle, backoffNs);
       if (lead) {
         stop = 0;
         if (got == MK_NEXT_SKIP) {
@@ -504,9 +516,9 @@ static __device__ __forceinline__ void megakernelBody(purlinDevComm_t* dc) {
  * launches it. */
 template <typename A>
 __global__ void __launch_bounds__(PURLIN_MEGAKERNEL_THREADS, 1)
-    purlinMegakernel(purlinDevComm_t* dc) {
+    purlinMegakernel(purlinDevComm_t* dc, uint32_t backoffNs) {
   if constexpr (A::kind == PURLIN_ATOM_NATIVE && PURLIN_ARCH_CC == PURLIN_MEGAKERNEL_CC)
-    megakernelBody<A>(dc);
+    megakernelBody<A>(dc, backoffNs);
 }
 
 #endif /* PURLIN_PERSISTENT_MEGAKERNEL_CUH_ */

@@ -123,11 +123,12 @@ int purlinMegakernelSupported(int cc, purlinAtomKind_t atom);
 
 /* Launches the megakernel of the rank whose context is `dc` on `stream`:
  * `ctas` CTAs (1..PURLIN_MEGAKERNEL_MAX_CTAS) running `atom` on the
- * throughput path. Stream-ordered and capturable; the caller makes the
- * CTAs co-resident (and checks it: graphs/nodes.h). Returns the launch's
- * CUDA error. */
+ * throughput path; idle, its polls sleep up to `backoffNs` between them
+ * (0: never; megakernel.cuh, megakernelNext). Stream-ordered and
+ * capturable; the caller makes the CTAs co-resident (and checks it:
+ * graphs/nodes.h). Returns the launch's CUDA error. */
 cudaError_t purlinMegakernelLaunch(purlinDevComm_t* dc, purlinAtomKind_t atom, int ctas,
-                                   cudaStream_t stream);
+                                   uint32_t backoffNs, cudaStream_t stream);
 
 /* Loads the megakernel of `atom` on the current device (and sets its
  * shared-memory attribute), so that launching it never waits for a

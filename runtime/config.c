@@ -49,8 +49,9 @@ purlinResult_t purlinConfigResolve(const purlinConfig_t* in, purlinConfig_t* out
   PURLIN_RETURN_IF(in->version != PURLIN_CONFIG_VERSION, purlinInvalidArgument,
                    "config->version is %u, this library understands version %u",
                    in->version, PURLIN_CONFIG_VERSION);
-  PURLIN_RETURN_IF(in->megakernelCtas < 1 || in->megakernelCtas > PURLIN_MAX_MEGAKERNEL_CTAS,
-                   purlinInvalidArgument, "config->megakernelCtas is %d, must be 1..%d",
+  PURLIN_RETURN_IF(in->megakernelCtas < 0 || in->megakernelCtas > PURLIN_MAX_MEGAKERNEL_CTAS,
+                   purlinInvalidArgument,
+                   "config->megakernelCtas is %d, must be 0 (from the placement) or 1..%d",
                    in->megakernelCtas, PURLIN_MAX_MEGAKERNEL_CTAS);
   PURLIN_RETURN_IF(in->latencyBufferBytes < PURLIN_MIN_BUFFER_BYTES ||
                        in->latencyBufferBytes > PURLIN_MAX_LATENCY_BUFFER_BYTES,

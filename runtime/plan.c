@@ -93,6 +93,35 @@ int purlinPlanRanksOnDevice(const int* devices, int nranks) {
   return most;
 }
 
+/* A session's megakernel holds its SMs for as long as the session is
+ * open, so the automatic choice shares about this fraction (1 / N) of a
+ * GPU's SMs among the ranks on it. Measured on one H100
+ * (bench/results/2026-12-05-h100-mkctas): with 2 ranks a session
+ * AllReduce on 8 CTAs was up to 1.96 x eager (64 KiB - 4 MiB: the resident
+ * latency limit shrinks with the CTAs, and the throughput path then runs
+ * on fewer CTAs than eager's), on 32 at most 0.91 x at every size; 8 B
+ * calls cost the same on 8 or 32. What the SMs cost a load-bound compute
+ * kernel beside it: 1.07 x its time with 8 reserved, 1.17 x with 16, 1.36
+ * x with 32 (one rank); 2.04 x for 8 ranks' 64. So one rank a GPU takes
+ * 32 (an eager call's CTAs), and 8 ranks on one GPU keep 8. */
+#define PLAN_MEGAKERNEL_SM_SHARE 4
+
+int purlinPlanMegakernelCtas(int configured, int sms, int ranksOnDevice, int nodeSms) {
+  if (configured > 0) return configured;
+  const int ranks = ranksOnDevice > 0 ? ranksOnDevice : 1;
+  int most = PURLIN_LATENCY_MAX_CTAS > PURLIN_THROUGHPUT_MAX_CTAS ? PURLIN_LATENCY_MAX_CTAS
+                                                                   : PURLIN_THROUGHPUT_MAX_CTAS;
+  if (sms <= 0) return PURLIN_PLAN_MEGAKERNEL_MIN_CTAS < most ? PURLIN_PLAN_MEGAKERNEL_MIN_CTAS
+                                                              : most;
+  /* What fits beside every rank's nodes, and the least worth a session. */
+  const int fits = sms / ranks - nodeSms;
+  int least = PURLIN_PLAN_MEGAKERNEL_MIN_CTAS < fits ? PURLIN_PLAN_MEGAKERNEL_MIN_CTAS : fits;
+  if (least < 1) least = 1;
+  if (most > fits) most = fits > least ? fits : least;
+  const int share = sms / (PLAN_MEGAKERNEL_SM_SHARE * ranks);
+  return share < least ? least : share > most ? most : share;
+}
+
 uint64_t purlinPlanLatencyLimit(purlinCollective_t coll, int nranks) {
   if (coll == purlinCollAllReduce)
     return nranks >= PLAN_LATENCY_AR_MANY_RANKS ? PLAN_LATENCY_AR_MANY_LIMIT : PLAN_LATENCY_LIMIT;

@@ -72,6 +72,16 @@ typedef struct purlinPlan_t {
  * the placement. */
 int purlinPlanRanksOnDevice(const int* devices, int nranks);
 
+/* The CTAs of a session's megakernel on every rank: `configured`
+ * (config.megakernelCtas) when it is not 0; else the automatic choice from
+ * the group's facts (the fewest SMs of its GPUs, the most ranks on one):
+ * about a quarter of a GPU's SMs shared by the ranks on it, at least
+ * PURLIN_PLAN_MEGAKERNEL_MIN_CTAS a rank where the SMs allow (beside
+ * `nodeSms` a rank for its nodes) and at most an eager call's most CTAs.
+ * The same on every rank of a group. */
+#define PURLIN_PLAN_MEGAKERNEL_MIN_CTAS 8
+int purlinPlanMegakernelCtas(int configured, int sms, int ranksOnDevice, int nodeSms);
+
 /* Largest block that the tuned plan sends on the latency path (when it fits
  * the latency buffer) in an eager call of `coll` on `nranks` ranks: one
  * limit for AllReduce, one for the other collectives. purlinPlanMake

@@ -117,10 +117,15 @@ typedef struct purlinConfig_t {
   size_t size;          /* sizeof(purlinConfig_t) */
   unsigned int magic;   /* PURLIN_CONFIG_MAGIC */
   unsigned int version; /* PURLIN_CONFIG_VERSION */
-  /* CTAs reserved on each rank's GPU for the persistent megakernel. The ranks
-   * placed on one GPU times this value must not exceed the GPU's SM count,
-   * because every rank's CTAs must be resident at the same time. 1..1024;
-   * a session runs at most 32, and purlinSessionBegin also needs 2 SMs per
+  /* CTAs a session's persistent megakernel holds on each rank's GPU (one SM
+   * each) while the session is open. 0 (the default) chooses from the
+   * placement: a quarter of the GPU's SMs shared by the ranks on it, at
+   * least 8 a rank (as the SMs allow) and at most 32 -- 32 with one rank
+   * a GPU, 16 with two, 8 with 4 or 8 on a 132-SM H100/H200;
+   * purlinCommMegakernelCtas tells the choice. 1..1024 fixes it: the
+   * ranks placed on one GPU times this value must not exceed the GPU's SM
+   * count, because every rank's CTAs must be resident at the same time; a
+   * session runs at most 32, and purlinSessionBegin also needs 2 SMs per
    * rank for its nodes: ranks on one GPU x (this + 2) <= its SMs. */
   int megakernelCtas;
   /* Bound on every device-side wait, in milliseconds; a wait that exceeds it
@@ -162,7 +167,7 @@ typedef struct purlinConfig_t {
 #define PURLIN_CONFIG_INITIALIZER                                            \
   {                                                                          \
     sizeof(purlinConfig_t), PURLIN_CONFIG_MAGIC, PURLIN_CONFIG_VERSION,      \
-        8,                 /* megakernelCtas */                              \
+        0,                 /* megakernelCtas: from the placement */          \
         10000,             /* timeoutMs */                                   \
         (size_t)4160 << 10, /* latencyBufferBytes: 4 MiB + 64 KiB per half */\
         (size_t)256 << 20, /* throughputBufferBytes: 256 MiB per half */     \
@@ -342,6 +347,12 @@ PURLIN_API purlinResult_t purlinCommUserRank(purlinComm_t comm, int* rank);
 
 /* The CUDA device ordinal this rank runs on. Errors as purlinCommCount. */
 PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device);
+
+/* The CTAs (one SM each) a session's megakernel holds on this rank's GPU:
+ * config.megakernelCtas, or the automatic choice where that is 0. The
+ * same on every rank of the group. Errors as purlinCommCount, and
+ * purlinUnhandledCudaError. */
+PURLIN_API purlinResult_t purlinCommMegakernelCtas(purlinComm_t comm, int* ctas);
 
 /*
  * Releases one rank's communicator. Device memory shared by the group (every
@@ -528,7 +539,7 @@ PURLIN_API purlinResult_t purlinAllReduceResidualRMSNormFp8(
 /* --- Sessions: the persistent megakernel ---------------------------------
  *
  * Inside a session, a rank's collectives are run by its megakernel: a
- * kernel of config.megakernelCtas CTAs (1..32 for sessions) resident on
+ * kernel of purlinCommMegakernelCtas CTAs (1..32 for sessions) resident on
  * the rank's GPU for the whole session, which takes each call as a
  * descriptor from the rank's ring queue. A call then costs its stream one
  * small node (enqueue, and wait for completion) instead of a kernel that

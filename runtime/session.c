@@ -54,6 +54,26 @@ static purlinResult_t sessionSpreadThreads(int* threads) {
   return purlinSuccess;
 }
 
+/* The longest sleep, in ns, of an idle megakernel between its polls of
+ * the ring (persistent/megakernel.cuh, megakernelNext; 0: it never
+ * sleeps). PURLIN_MEGAKERNEL_BACKOFF_NS, 0..100000, overrides it. */
+#define PURLIN_SESSION_BACKOFF_NS_DEFAULT 0
+#define PURLIN_SESSION_BACKOFF_NS_MAX 100000
+
+static purlinResult_t sessionBackoffNs(uint32_t* ns) {
+  *ns = PURLIN_SESSION_BACKOFF_NS_DEFAULT;
+  const char* env = getenv("PURLIN_MEGAKERNEL_BACKOFF_NS");
+  if (env == NULL || env[0] == '\0') return purlinSuccess;
+  char* end = NULL;
+  const long v = strtol(env, &end, 10);
+  PURLIN_RETURN_IF(*end != '\0' || v < 0 || v > PURLIN_SESSION_BACKOFF_NS_MAX,
+                   purlinInvalidArgument,
+                   "PURLIN_MEGAKERNEL_BACKOFF_NS=%s: expected nanoseconds from 0 to %d", env,
+                   PURLIN_SESSION_BACKOFF_NS_MAX);
+  *ns = (uint32_t)v;
+  return purlinSuccess;
+}
+
 /* The communicator's first session makes what every session uses: the
  * side stream and events, the V-count blocks, and the kernels loaded (a
  * kernel loaded lazily while a megakernel is resident would wait for it to
@@ -65,10 +85,12 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   if (s->made) return purlinSuccess;
   int spread = 0;
   PURLIN_CHECK(sessionSpreadThreads(&spread));
+  PURLIN_CHECK(sessionBackoffNs(&s->backoffNs));
   purlinResult_t res = purlinSuccess;
   const purlinPlanFacts_t* f = &comm->planFacts;
   s->atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
-  s->ctas = comm->config.megakernelCtas;
+  s->ctas = purlinPlanMegakernelCtas(comm->config.megakernelCtas, f->sms, f->ranksOnDevice,
+                                     PURLIN_SESSION_NODE_SMS);
   /* Enqueue nodes as programmatic dependent launches (graphs/nodes.h), on
    * the GPUs that have them: a node is resident and waiting when the one
    * before it on its stream exits (measured on an H200, 8 ranks: 8.99 ->
@@ -390,7 +412,7 @@ static purlinResult_t sessionQueues(purlinComm_t comm) {
 static purlinResult_t sessionFits(purlinComm_t comm) {
   const purlinPlanFacts_t* f = &comm->planFacts;
   const int ranks = sessionRanksHere(comm);
-  const int per = comm->config.megakernelCtas + PURLIN_SESSION_NODE_SMS;
+  const int per = comm->session.ctas + PURLIN_SESSION_NODE_SMS;
   const int most = f->sms / ranks - PURLIN_SESSION_NODE_SMS;
   PURLIN_RETURN_IF(f->sms > 0 && ranks * per > f->sms && most < 1, purlinInvalidUsage,
                    "purlinSessionBegin: %d ranks of this process share a GPU of %d SMs, and "
@@ -401,7 +423,7 @@ static purlinResult_t sessionFits(purlinComm_t comm) {
                    "purlinSessionBegin: %d rank(s) share a GPU of %d SMs, and each rank's "
                    "session holds config.megakernelCtas = %d SMs for its megakernel and up to "
                    "%d for its nodes: %d x %d = %d; set megakernelCtas to at most %d",
-                   ranks, f->sms, comm->config.megakernelCtas, PURLIN_SESSION_NODE_SMS, ranks,
+                   ranks, f->sms, comm->session.ctas, PURLIN_SESSION_NODE_SMS, ranks,
                    per, ranks * per, most);
   return purlinSuccess;
 }
@@ -433,8 +455,8 @@ static purlinResult_t sessionBegin(struct purlinComm* comm, cudaStream_t stream)
     PURLIN_CHECK_GOTO(purlinOrderBefore(&comm->order, stream), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->fork, stream), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->side, s->fork, 0), res, out);
-    PURLIN_CUDA_CHECK_GOTO(purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->side), res,
-                           out);
+    PURLIN_CUDA_CHECK_GOTO(
+        purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->backoffNs, s->side), res, out);
     PURLIN_CUDA_CHECK_GOTO(purlinNodeResident(comm->devComm, s->ctas, stream), res, out);
     PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, stream), res, out);
     s->open = 1;
@@ -449,6 +471,30 @@ PURLIN_API purlinResult_t purlinSessionBegin(purlinComm_t handle, struct CUstrea
   purlinClearThreadError();
   PURLIN_CHECK(purlinCommEnter(handle, "purlinSessionBegin", &comm));
   purlinResult_t res = sessionBegin(comm, stream);
+  purlinCommLeave(comm);
+  return res;
+}
+
+static purlinResult_t megakernelCtas(struct purlinComm* comm, int* ctas) {
+  PURLIN_RETURN_IF(ctas == NULL, purlinInvalidArgument, "purlinCommMegakernelCtas: ctas is NULL");
+  int prev = -1;
+  PURLIN_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != comm->device) PURLIN_CUDA_CHECK(cudaSetDevice(comm->device));
+  const purlinResult_t res = purlinCollPrepare(comm);
+  if (prev != comm->device) cudaSetDevice(prev);
+  PURLIN_CHECK(res);
+  const purlinPlanFacts_t* f = &comm->planFacts;
+  *ctas = purlinPlanMegakernelCtas(comm->config.megakernelCtas, f->sms, f->ranksOnDevice,
+                                   PURLIN_SESSION_NODE_SMS);
+  return purlinSuccess;
+}
+
+PURLIN_API purlinResult_t purlinCommMegakernelCtas(purlinComm_t handle, int* ctas) {
+  struct purlinComm* comm = NULL;
+  purlinClearThreadError();
+  PURLIN_CHECK(purlinCommEnter(handle, "purlinCommMegakernelCtas", &comm));
+  const purlinResult_t res = megakernelCtas(comm, ctas);
+  if (res != purlinSuccess) purlinCommSetLastError(comm, purlinThreadLastError());
   purlinCommLeave(comm);
   return res;
 }

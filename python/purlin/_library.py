@@ -77,6 +77,7 @@ _PROTOTYPES = {
     "purlinCommCount": (_RES, [_P, ctypes.POINTER(_I)]),
     "purlinCommUserRank": (_RES, [_P, ctypes.POINTER(_I)]),
     "purlinCommCuDevice": (_RES, [_P, ctypes.POINTER(_I)]),
+    "purlinCommMegakernelCtas": (_RES, [_P, ctypes.POINTER(_I)]),
     "purlinCommDestroy": (_RES, [_P]),
     "purlinCommAbort": (_RES, [_P]),
     "purlinCommGetAsyncError": (_RES, [_P, ctypes.POINTER(_I)]),

@@ -31,7 +31,8 @@ class Config:
     """purlinConfig_t with PURLIN_CONFIG_INITIALIZER's defaults; see purlin.h
     for each field's meaning and range (the library checks them)."""
 
-    megakernel_ctas: int = 8
+    # 0: chosen from the placement (Communicator.megakernel_ctas tells it).
+    megakernel_ctas: int = 0
     timeout_ms: int = 10000
     latency_buffer_bytes: int = 4160 << 10
     throughput_buffer_bytes: int = 256 << 20
@@ -160,6 +161,12 @@ class Communicator:
     def device(self):
         """The CUDA ordinal this rank runs on."""
         return self._device
+
+    @property
+    def megakernel_ctas(self):
+        """The CTAs (one SM each) a session's megakernel holds on this rank's
+        GPU: Config.megakernel_ctas, or the library's choice where that is 0."""
+        return _query(self._live_handle("megakernel_ctas"), "purlinCommMegakernelCtas")
 
     @property
     def handle(self):

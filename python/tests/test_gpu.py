@@ -384,6 +384,12 @@ class SessionTest(unittest.TestCase):
     def test_session_eager_and_group(self):
         for n in (2, 8):
             group = ranks(n)
+            # The library's megakernel CTAs for n ranks on one GPU (0 in
+            # the config): the same on every rank, and 8 or more a rank
+            # where a quarter of the SMs allow it.
+            mk = [c.megakernel_ctas for c in group.comms]
+            self.assertEqual(len(set(mk)), 1, mk)
+            self.assertTrue(1 <= mk[0] <= 32, mk)
             for use_group in (False, True):
                 cs = self.session_cases(n)
                 torch.cuda.synchronize()

@@ -123,7 +123,7 @@ class LibraryTest(unittest.TestCase):
     def test_config_fields_reach_the_library(self):
         # Each field out of range is refused by the library by its C name,
         # so every field lands where purlin.h has it.
-        cases = {"megakernel_ctas": (0, "megakernelCtas"), "timeout_ms": (0, "timeoutMs"),
+        cases = {"megakernel_ctas": (-1, "megakernelCtas"), "timeout_ms": (0, "timeoutMs"),
                  "latency_buffer_bytes": (1, "latencyBufferBytes"),
                  "throughput_buffer_bytes": (1, "throughputBufferBytes"),
                  "path": (7, "config->path"), "collective_ctas": (-1, "collectiveCtas"),

@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_ASSERT(strstr(purlinThreadLastError(), "config->") != NULL);
     return 0;
   }
-  FUZZ_ASSERT(out.megakernelCtas >= 1 && out.megakernelCtas <= PURLIN_MAX_MEGAKERNEL_CTAS);
+  FUZZ_ASSERT(out.megakernelCtas >= 0 && out.megakernelCtas <= PURLIN_MAX_MEGAKERNEL_CTAS);
   FUZZ_ASSERT(out.timeoutMs >= 1 && out.timeoutMs <= PURLIN_MAX_TIMEOUT_MS);
   FUZZ_ASSERT(out.latencyBufferBytes % PURLIN_BUFFER_ROUND == 0);
   FUZZ_ASSERT(out.latencyBufferBytes >= in.latencyBufferBytes);

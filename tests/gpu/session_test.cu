@@ -28,6 +28,7 @@
  * Without a GPU it prints one SKIPPED line and exits 0. A watchdog alarm
  * turns a hang into a failure.
  */
+#include <algorithm>
 #include <signal.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -975,6 +976,59 @@ static void fitCase(void) {
          refused && ok ? "ok  " : "FAIL", n, most + 1, n, most, calls);
 }
 
+/* megakernelCtas 0 (the default): the library chooses from the placement
+ * (purlin.h: a quarter of the SMs shared by the ranks on the GPU, 8..32 a
+ * rank as the SMs allow beside the nodes), tells the choice, and sessions
+ * on it give exact sums from one packet to the throughput path. */
+static void autoCase(int n) {
+  int sms = 0;
+  GPU_CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int fits = sms / n - PURLIN_SESSION_NODE_SMS;
+  if (fits < 1) {
+    printf("ok   auto%d: skipped (%d SMs)\n", n, sms);
+    return;
+  }
+  const int least = std::min(8, fits), most = std::max(least, std::min(32, fits));
+  const int want = std::min(most, std::max(least, sms / (4 * n)));
+  World w = makeWorld(n, 0, 10000);
+  bool ok = true;
+  for (int r = 0; r < n; ++r) {
+    int got = -1;
+    GPU_PURLIN_OK(purlinCommMegakernelCtas(w.comms[r], &got));
+    EXPECT(got == want, "auto%d: rank %d's megakernel CTAs %d, expected %d (%d SMs)", n, r, got,
+           want, sms);
+    ok = ok && got == want;
+  }
+  const size_t counts[] = {2, 2048, 65536, 262144, 1048576};
+  const size_t most1 = 1048576;
+  std::vector<float*> x(n);
+  for (int r = 0; r < n; ++r) x[r] = deviceFloats(most1, 1.0f);
+  float* y = deviceFloats((size_t)n * most1, 0.0f);
+  for (int r = 0; r < n; ++r) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
+  for (size_t c : counts)
+    for (int r = 0; r < n; ++r)
+      GPU_PURLIN_OK(purlinAllReduce(x[r], y + (size_t)r * most1, c, purlinFloat32, purlinSum,
+                                    w.comms[r], w.streams[r]));
+  endAll(w);
+  for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
+  std::vector<float> h((size_t)n * most1);
+  GPU_CUDA_OK(cudaMemcpy(h.data(), y, h.size() * 4, cudaMemcpyDeviceToHost));
+  size_t wrong = 0;
+  for (float f : h) wrong += f != (float)n;
+  for (int r = 0; r < n; ++r) {
+    purlinResult_t a = purlinSuccess;
+    GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
+    ok = ok && a == purlinSuccess;
+  }
+  EXPECT(wrong == 0, "auto%d: %zu wrong sums", n, wrong);
+  ok = ok && wrong == 0;
+  destroyWorld(&w);
+  for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaFree(x[r]));
+  GPU_CUDA_OK(cudaFree(y));
+  printf("%s auto%d: %d megakernel CTAs a rank (%d SMs), AllReduce 8 B - 4 MiB exact\n",
+         ok ? "ok  " : "FAIL", n, want, sms);
+}
+
 /* PURLIN_SESSION_AR_THREADS: a bad value is refused at begin, with its
  * name; every good one (one CTA up to that many packets, then more CTAs)
  * gives exact sums, from one packet to several CTAs' worth. */
@@ -1085,6 +1139,9 @@ int main(void) {
   if (want("mismatch")) mismatchCase();
   if (want("fit")) fitCase();
   if (want("spread")) spreadCase();
+  if (want("auto1")) autoCase(1);
+  if (want("auto2")) autoCase(2);
+  if (want("auto8")) autoCase(8);
   printf("session_test: %s (%d failures)\n", failures == 0 ? "passed" : "FAILED", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -197,10 +197,13 @@ int main(void) {
   c.throughputBufferBytes = 0;
   expectInitFails(1, NULL, &c, purlinInvalidArgument, "config->throughputBufferBytes");
 
-  /* Co-residency: device 1 has 16 SMs, so 3 ranks x 8 CTAs do not fit but
-   * 2 x 8 do; device 0 takes 16 ranks x 8 CTAs = 128 of 132. */
+  /* Co-residency of a configured megakernelCtas: device 1 has 16 SMs, so 3
+   * ranks x 8 CTAs do not fit but 2 x 8 do; device 0 takes 16 ranks x 8
+   * CTAs = 128 of 132. (The default, 0, is chosen to fit the placement.) */
   const int three[] = {1, 1, 1};
-  expectInitFails(3, three, NULL, purlinInvalidUsage, "3 rank(s) on device 1 need 3 x 8 = 24");
+  c = def;
+  c.megakernelCtas = 8;
+  expectInitFails(3, three, &c, purlinInvalidUsage, "3 rank(s) on device 1 need 3 x 8 = 24");
   CHECK_CONTAINS(purlinGetLastError(NULL), "at most 5");
   c = def;
   c.megakernelCtas = 133;
@@ -233,6 +236,9 @@ int main(void) {
   CHECK_EQ_INT(purlinCommCuDevice(NULL, &value), purlinInvalidArgument);
   CHECK_EQ_INT(purlinCommCuDevice(bogus, &value), purlinInvalidArgument);
   CHECK_CONTAINS(purlinGetLastError(NULL), "purlinCommCuDevice");
+  CHECK_EQ_INT(purlinCommMegakernelCtas(NULL, &value), purlinInvalidArgument);
+  CHECK_EQ_INT(purlinCommMegakernelCtas(bogus, &value), purlinInvalidArgument);
+  CHECK_CONTAINS(purlinGetLastError(NULL), "purlinCommMegakernelCtas");
   CHECK_EQ_INT(value, 12345);
   CHECK_EQ_INT(purlinCommGetAsyncError(NULL, &async), purlinInvalidArgument);
   CHECK_EQ_INT(purlinCommGetAsyncError(bogus, &async), purlinInvalidArgument);

@@ -54,7 +54,7 @@ int main(void) {
   c.version = 0;
   expectRejected(&c, "config->version");
 
-  const int badCtas[] = {0, -1, PURLIN_MAX_MEGAKERNEL_CTAS + 1};
+  const int badCtas[] = {-1, -1000, PURLIN_MAX_MEGAKERNEL_CTAS + 1};
   for (size_t i = 0; i < sizeof badCtas / sizeof badCtas[0]; ++i) {
     c = def;
     c.megakernelCtas = badCtas[i];
@@ -96,6 +96,12 @@ int main(void) {
     c.timeoutMs = badTimeout[i];
     expectRejected(&c, "config->timeoutMs");
   }
+
+  /* The default megakernelCtas is 0: chosen from the placement
+   * (purlinPlanMegakernelCtas, plan_test). */
+  CHECK_EQ_INT(def.megakernelCtas, 0);
+  CHECK_EQ_INT(purlinConfigResolve(&def, &out), purlinSuccess);
+  CHECK_EQ_INT(out.megakernelCtas, 0);
 
   /* Limits themselves are accepted; sizes round up to 64 KiB. */
   c = def;

@@ -77,6 +77,24 @@ static void checkLatencyEdge(purlinCollective_t coll, uint64_t limit) {
 
 int main(void) {
   purlinPlan_t c;
+  /* A session's megakernel CTAs: a configured count as given; 0 chooses a
+   * quarter of the SMs shared by the ranks on a GPU, 8..32 a rank, within
+   * what fits beside every rank's nodes (2 SMs a rank here). */
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(5, 132, 8, 2), 5);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 132, 1, 2), 32);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 132, 2, 2), 16);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 132, 4, 2), 8);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 132, 8, 2), 8);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 132, 16, 2), 6);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 108, 1, 2), 27);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 132, 44, 2), 1);
+  CHECK_EQ_INT(purlinPlanMegakernelCtas(0, 0, 1, 2), PURLIN_PLAN_MEGAKERNEL_MIN_CTAS);
+  for (int sms = 3; sms <= 200; ++sms)
+    for (int ranks = 1; ranks <= sms / 3; ++ranks) {
+      const int mk = purlinPlanMegakernelCtas(0, sms, ranks, 2);
+      CHECK(mk >= 1 && mk <= PURLIN_LATENCY_MAX_CTAS);
+      CHECK(ranks * (mk + 2) <= sms);
+    }
   for (int coll = 0; coll < purlinNumCollectives; ++coll) {
     /* The latency limit: at it the latency path, past it throughput. */
     uint64_t lim = purlinPlanLatencyLimit((purlinCollective_t)coll, 8);
