@@ -1105,7 +1105,7 @@ static const char* persistentWhat(uint32_t what) {
       return "the descriptor ring stayed full for timeoutMs: the megakernel made no progress";
     case PURLIN_ERROR_NOT_RESIDENT:
       return "not every CTA of the session's megakernel became resident within timeoutMs: "
-             "other work holds the SMs it needs (config.megakernelCtas per rank)";
+             "other work holds the SMs it needs (purlinCommMegakernelCtas per rank)";
     case PURLIN_ERROR_NO_SESSION:
       return "a descriptor was enqueued with no megakernel serving the ring (no session open, "
              "or it had ended or retired)";

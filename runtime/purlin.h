@@ -349,8 +349,10 @@ PURLIN_API purlinResult_t purlinCommUserRank(purlinComm_t comm, int* rank);
 PURLIN_API purlinResult_t purlinCommCuDevice(purlinComm_t comm, int* device);
 
 /* The CTAs (one SM each) a session's megakernel holds on this rank's GPU:
- * config.megakernelCtas, or the automatic choice where that is 0. The
- * same on every rank of the group. Errors as purlinCommCount, and
+ * config.megakernelCtas, or the automatic choice where that is 0 (always
+ * 1..32, and fits beside the nodes of every rank on the GPU). The same on
+ * every rank of the group. A configured count above 32 is returned as set,
+ * and purlinSessionBegin refuses it. Errors as purlinCommCount, and
  * purlinUnhandledCudaError. */
 PURLIN_API purlinResult_t purlinCommMegakernelCtas(purlinComm_t comm, int* ctas);
 

@@ -56,9 +56,14 @@ static purlinResult_t sessionSpreadThreads(int* threads) {
 
 /* The longest sleep, in ns, of an idle megakernel between its polls of
  * the ring (persistent/megakernel.cuh, megakernelNext; 0: it never
- * sleeps). PURLIN_MEGAKERNEL_BACKOFF_NS, 0..100000, overrides it. */
+ * sleeps). PURLIN_MEGAKERNEL_BACKOFF_NS, 0..2000, overrides it. At most
+ * 2 us, since the loop looks at the abort word and its idle bound every
+ * 1024 polls: sleeping, within ~2 ms, well inside an abort's 100 ms. No
+ * sleep measured a net gain in a decode step (bench/results/
+ * 2026-12-05-h100-mkctas): the compute beside an idle megakernel ran 3-9%
+ * faster, the next call 2-5 us slower. */
 #define PURLIN_SESSION_BACKOFF_NS_DEFAULT 0
-#define PURLIN_SESSION_BACKOFF_NS_MAX 100000
+#define PURLIN_SESSION_BACKOFF_NS_MAX 2000
 
 static purlinResult_t sessionBackoffNs(uint32_t* ns) {
   *ns = PURLIN_SESSION_BACKOFF_NS_DEFAULT;
