@@ -40,16 +40,25 @@ static purlinResult_t sessionFail(purlinComm_t comm, purlinResult_t r) {
  * so every rank must see the same value. */
 #define PURLIN_SESSION_AR_THREADS_DEFAULT 128
 
-static purlinResult_t sessionSpreadThreads(int* threads) {
-  *threads = PURLIN_SESSION_AR_THREADS_DEFAULT;
-  const char* env = getenv("PURLIN_SESSION_AR_THREADS");
+/* A session's knob from the environment: `v` is left as it is when
+ * `name` is unset or empty; else it must be an integer from lo to hi, a
+ * multiple of `step` (`what` says so in the refusal, which names it). */
+static purlinResult_t sessionEnvInt(const char* name, long lo, long hi, long step,
+                                    const char* what, long* v) {
+  const char* env = getenv(name);
   if (env == NULL || env[0] == '\0') return purlinSuccess;
   char* end = NULL;
-  const long v = strtol(env, &end, 10);
-  PURLIN_RETURN_IF(*end != '\0' || v < 32 || v > PURLIN_MEGAKERNEL_THREADS || v % 32 != 0,
-                   purlinInvalidArgument,
-                   "PURLIN_SESSION_AR_THREADS=%s: expected a multiple of 32 from 32 to %d", env,
-                   PURLIN_MEGAKERNEL_THREADS);
+  const long x = strtol(env, &end, 10);
+  PURLIN_RETURN_IF(*end != '\0' || x < lo || x > hi || x % step != 0, purlinInvalidArgument,
+                   "%s=%s: expected %s from %ld to %ld", name, env, what, lo, hi);
+  *v = x;
+  return purlinSuccess;
+}
+
+static purlinResult_t sessionSpreadThreads(int* threads) {
+  long v = PURLIN_SESSION_AR_THREADS_DEFAULT;
+  PURLIN_CHECK(sessionEnvInt("PURLIN_SESSION_AR_THREADS", 32, PURLIN_MEGAKERNEL_THREADS, 32,
+                             "a multiple of 32", &v));
   *threads = (int)v;
   return purlinSuccess;
 }
@@ -66,17 +75,18 @@ static purlinResult_t sessionSpreadThreads(int* threads) {
 #define PURLIN_SESSION_BACKOFF_NS_MAX 2000
 
 static purlinResult_t sessionBackoffNs(uint32_t* ns) {
-  *ns = PURLIN_SESSION_BACKOFF_NS_DEFAULT;
-  const char* env = getenv("PURLIN_MEGAKERNEL_BACKOFF_NS");
-  if (env == NULL || env[0] == '\0') return purlinSuccess;
-  char* end = NULL;
-  const long v = strtol(env, &end, 10);
-  PURLIN_RETURN_IF(*end != '\0' || v < 0 || v > PURLIN_SESSION_BACKOFF_NS_MAX,
-                   purlinInvalidArgument,
-                   "PURLIN_MEGAKERNEL_BACKOFF_NS=%s: expected nanoseconds from 0 to %d", env,
-                   PURLIN_SESSION_BACKOFF_NS_MAX);
+  long v = PURLIN_SESSION_BACKOFF_NS_DEFAULT;
+  PURLIN_CHECK(sessionEnvInt("PURLIN_MEGAKERNEL_BACKOFF_NS", 0, PURLIN_SESSION_BACKOFF_NS_MAX, 1,
+                             "nanoseconds", &v));
   *ns = (uint32_t)v;
   return purlinSuccess;
+}
+
+/* The CTAs of the communicator's megakernel (its facts gathered). */
+static int sessionCtasOf(purlinComm_t comm) {
+  const purlinPlanFacts_t* f = &comm->planFacts;
+  return purlinPlanMegakernelCtas(comm->config.megakernelCtas, f->sms, f->ranksOnDevice,
+                                  PURLIN_SESSION_NODE_SMS);
 }
 
 /* The communicator's first session makes what every session uses: the
@@ -94,8 +104,7 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   purlinResult_t res = purlinSuccess;
   const purlinPlanFacts_t* f = &comm->planFacts;
   s->atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
-  s->ctas = purlinPlanMegakernelCtas(comm->config.megakernelCtas, f->sms, f->ranksOnDevice,
-                                     PURLIN_SESSION_NODE_SMS);
+  s->ctas = sessionCtasOf(comm);
   /* Enqueue nodes as programmatic dependent launches (graphs/nodes.h), on
    * the GPUs that have them: a node is resident and waiting when the one
    * before it on its stream exits (measured on an H200, 8 ranks: 8.99 ->
@@ -488,9 +497,7 @@ static purlinResult_t megakernelCtas(struct purlinComm* comm, int* ctas) {
   const purlinResult_t res = purlinCollPrepare(comm);
   if (prev != comm->device) cudaSetDevice(prev);
   PURLIN_CHECK(res);
-  const purlinPlanFacts_t* f = &comm->planFacts;
-  *ctas = purlinPlanMegakernelCtas(comm->config.megakernelCtas, f->sms, f->ranksOnDevice,
-                                   PURLIN_SESSION_NODE_SMS);
+  *ctas = sessionCtasOf(comm);
   return purlinSuccess;
 }
 
