@@ -1,7 +1,9 @@
 /*
  * session_latency.cu -- what a session saves a decode step: AllReduce
  * (bf16, sum) of 8 B - 1 MiB on every rank of one GPU (8 by default),
- * eager against session mode, in the same run. Per size, CUDA graphs per
+ * eager against session mode, in the same run; or AllGather,
+ * ReduceScatter or AllToAll (fourth argument; size is then the block one
+ * rank sends each peer, or gives for AllGather). Per size, CUDA graphs per
  * rank set are captured: eager (kCalls AllReduces per rank), session
  * (SessionBegin, kCalls AllReduces, SessionEnd: each call followed by its
  * wait, the time a dependent kernel sees) and session rate (the kCalls
@@ -12,7 +14,7 @@
  * node (kCalls empty one-thread kernels per rank). Outputs are checked
  * exactly after the timed replays.
  *
- *   session_latency [ranks [megakernelCtas [max bytes]]]
+ *   session_latency [ranks [megakernelCtas [max bytes [allreduce|allgather|reducescatter|alltoall]]]]
  */
 #include <algorithm>
 #include <stdio.h>
@@ -149,6 +151,20 @@ static void traceLine(Ranks* R, const char* what, F body) {
     return true;
   };
   const bool inside = stampedInside(0);
+  /* Any other latency call stamps where its routine began and returned. */
+  bool routine = !inside;
+  for (size_t i = 0; routine && i < calls.size(); ++i)
+    routine = at(0, (int)i, PURLIN_TRACE_MK_ENTER) != 0 &&
+              at(0, (int)i, PURLIN_TRACE_MK_RETURNED) != 0 &&
+              at(0, (int)i, PURLIN_TRACE_CLK_ENTER) != 0 &&
+              at(0, (int)i, PURLIN_TRACE_CLK_RETURNED) != 0;
+  if (routine)
+    printf("#   trace %s, rank 0 inside run (us): dispatch %.2f | routine %.2f (%.0f SM cycles) | "
+           "barrier %.2f\n",
+           what, step(PURLIN_TRACE_MK_RUN, PURLIN_TRACE_MK_ENTER, false),
+           step(PURLIN_TRACE_MK_ENTER, PURLIN_TRACE_MK_RETURNED, false),
+           step(PURLIN_TRACE_CLK_ENTER, PURLIN_TRACE_CLK_RETURNED, false) * 1e3,
+           step(PURLIN_TRACE_MK_RETURNED, PURLIN_TRACE_MK_RAN, false));
   if (inside)
     printf("#   trace %s, rank 0 inside run (us): dispatch %.2f | to every packet %.2f | "
            "store and return %.2f | barrier %.2f | every packet after the last rank entered "
@@ -218,18 +234,33 @@ static uint16_t bf16Of(int v) {
   return (uint16_t)(u >> 16);
 }
 
+/* Element i of rank r's input: a small integer, so that sums are exact in
+ * bf16 whatever their order. */
+static int inputOf(int r, size_t i) { return (int)(benchMix(((uint64_t)r << 40) ^ i) % 17u) - 8; }
+
+enum { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
+static const char* const kCollNames[] = {"allreduce", "allgather", "reducescatter", "alltoall"};
+static const char* const kCollTitles[] = {"AllReduce", "AllGather", "ReduceScatter", "AllToAll"};
+
 int main(int argc, char** argv) {
   /* Before CUDA starts: every rank's session needs two hardware queues
    * (README, Sessions), and kernels load up front. */
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  if (benchDeviceCount("session_latency") == 0) return 0;
+  int coll = kAllReduce;
+  if (argc > 4) {
+    coll = -1;
+    for (int k = 0; k < 4; ++k)
+      if (strcmp(argv[4], kCollNames[k]) == 0) coll = k;
+  }
   Ranks R;
   R.n = argc > 1 ? atoi(argv[1]) : 8;
-  if (R.n < 1 || R.n > 16) {
-    fprintf(stderr, "usage: session_latency [ranks 1..16 [megakernelCtas 0..32 [max bytes]]]\n");
+  if (R.n < 1 || R.n > 16 || coll < 0) {
+    fprintf(stderr, "usage: session_latency [ranks 1..16 [megakernelCtas 0..32 [max bytes "
+                    "[allreduce|allgather|reducescatter|alltoall]]]]\n");
     return 2;
   }
+  if (benchDeviceCount("session_latency") == 0) return 0;
   R.comms.assign(R.n, NULL);
   R.streams.assign(R.n, NULL);
   R.join.assign(R.n, NULL);
@@ -248,27 +279,52 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop;
   GPU_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-  printf("# bench/session_latency: AllReduce bf16 sum, %d ranks on %s (one GPU), each call "
-         "followed by its wait; %d calls per graph, median of %d replays; megakernelCtas %d%s\n",
-         R.n, prop.name, kCalls, kReplays, mk,
-         cfg.megakernelCtas == 0 ? " (the library's)" : "");
+  const char* title = kCollTitles[coll];
+  printf("# bench/session_latency: %s bf16%s, %d ranks on %s (one GPU), each call "
+         "followed by its wait; %d calls per graph, median of %d replays; megakernelCtas %d%s%s\n",
+         title, coll == kAllReduce || coll == kReduceScatter ? " sum" : "", R.n, prop.name,
+         kCalls, kReplays, mk, cfg.megakernelCtas == 0 ? " (the library's)" : "",
+         coll == kAllReduce ? "" : "; size: the block a rank sends each peer");
 
   const size_t maxBytes = argc > 3 ? (size_t)atoll(argv[3]) : (size_t)1 << 20;
+  /* Input and output elements of a call of `count` (per block). */
+  const size_t inBlocks = coll == kReduceScatter || coll == kAllToAll ? (size_t)R.n : 1;
+  const size_t outBlocks = coll == kAllGather || coll == kAllToAll ? (size_t)R.n : 1;
   std::vector<void*> in(R.n), out(R.n);
   for (int r = 0; r < R.n; ++r) {
-    GPU_CUDA_OK(cudaMalloc(&in[r], maxBytes));
-    GPU_CUDA_OK(cudaMalloc(&out[r], maxBytes));
+    GPU_CUDA_OK(cudaMalloc(&in[r], maxBytes * inBlocks));
+    GPU_CUDA_OK(cudaMalloc(&out[r], maxBytes * outBlocks));
   }
-  /* Rank r's part of a session graph: `calls` AllReduces of `count`
-   * elements, each waited for or grouped (benchSession). */
+  auto call = [&](int r, size_t count, cudaStream_t s) {
+    switch (coll) {
+      case kAllGather: return purlinAllGather(in[r], out[r], count, purlinBfloat16, R.comms[r], s);
+      case kReduceScatter:
+        return purlinReduceScatter(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s);
+      case kAllToAll: return purlinAllToAll(in[r], out[r], count, purlinBfloat16, R.comms[r], s);
+      default: return purlinAllReduce(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s);
+    }
+  };
+  /* Element j of rank r's expected output (j < count x outBlocks). */
+  auto expected = [&](int r, size_t count, size_t j) {
+    const size_t q = j / count, i = j % count;
+    int s = 0;
+    switch (coll) {
+      case kAllGather: return bf16Of(inputOf((int)q, i));
+      case kAllToAll: return bf16Of(inputOf((int)q, (size_t)r * count + i));
+      case kReduceScatter:
+        for (int p = 0; p < R.n; ++p) s += inputOf(p, (size_t)r * count + i);
+        return bf16Of(s);
+      default:
+        for (int p = 0; p < R.n; ++p) s += inputOf(p, i);
+        return bf16Of(s);
+    }
+  };
+  /* Rank r's part of a session graph: `calls` calls of `count` elements,
+   * each waited for or grouped (benchSession). */
   auto session = [&](int calls, bool grouped, size_t count) {
     return [&, calls, grouped, count](int r, cudaStream_t s) {
-      GPU_PURLIN_OK(benchSession(
-          R.comms[r], s, calls, grouped,
-          [&](int) {
-            return purlinAllReduce(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s);
-          },
-          NULL));
+      GPU_PURLIN_OK(benchSession(R.comms[r], s, calls, grouped,
+                                 [&](int) { return call(r, count, s); }, NULL));
     };
   };
   const double sessionOnly = replayUs(&R, session(0, false, 0));
@@ -285,31 +341,27 @@ int main(int argc, char** argv) {
   for (size_t bytes = 8; bytes <= maxBytes; bytes *= 2) {
     const size_t count = bytes / 2;
     for (int r = 0; r < R.n; ++r) {
-      std::vector<uint16_t> h(count);
-      for (size_t i = 0; i < count; ++i) h[i] = bf16Of((int)(benchMix(((uint64_t)r << 40) ^ i) % 17u) - 8);
-      GPU_CUDA_OK(cudaMemcpy(in[r], h.data(), bytes, cudaMemcpyHostToDevice));
+      std::vector<uint16_t> h(count * inBlocks);
+      for (size_t i = 0; i < h.size(); ++i) h[i] = bf16Of(inputOf(r, i));
+      GPU_CUDA_OK(cudaMemcpy(in[r], h.data(), h.size() * 2, cudaMemcpyHostToDevice));
     }
     const double eager = replayUs(&R, [&](int r, cudaStream_t s) {
-      for (int k = 0; k < kCalls; ++k)
-        GPU_PURLIN_OK(purlinAllReduce(in[r], out[r], count, purlinBfloat16, purlinSum, R.comms[r], s));
+      for (int k = 0; k < kCalls; ++k) GPU_PURLIN_OK(call(r, count, s));
     }) / kCalls;
-    for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(out[r], 0xA5, bytes));
+    const size_t outBytes = bytes * outBlocks;
+    for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(out[r], 0xA5, outBytes));
     const double latency =
         benchSessionCallUs(replayUs(&R, session(kCalls, false, count)), sessionOnly, kCalls);
     long wrong = 0;
     auto check = [&]() {
-      std::vector<uint16_t> h(count);
+      std::vector<uint16_t> h(count * outBlocks);
       for (int r = 0; r < R.n; ++r) {
-        GPU_CUDA_OK(cudaMemcpy(h.data(), out[r], bytes, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < count; ++i) {
-          int s = 0;
-          for (int q = 0; q < R.n; ++q) s += (int)(benchMix(((uint64_t)q << 40) ^ i) % 17u) - 8;
-          wrong += h[i] != bf16Of(s);
-        }
+        GPU_CUDA_OK(cudaMemcpy(h.data(), out[r], outBytes, cudaMemcpyDeviceToHost));
+        for (size_t j = 0; j < h.size(); ++j) wrong += h[j] != expected(r, count, j);
       }
     };
     check();
-    for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(out[r], 0xA5, bytes));
+    for (int r = 0; r < R.n; ++r) GPU_CUDA_OK(cudaMemset(out[r], 0xA5, outBytes));
     const double rate =
         benchSessionCallUs(replayUs(&R, session(kCalls, true, count)), sessionOnly, kCalls);
     check();
@@ -331,8 +383,12 @@ int main(int argc, char** argv) {
     fflush(stdout);
     if (wrong) return 1;
   }
-  printf("AllReduce 8 B - 8 KiB, session / eager: worst %.2f (target <= 0.35)\n", worstSmall);
-  printf("AllReduce 8 B - 1 MiB, session / eager: worst %.2f (target <= 1.00)\n", worstAll);
+  if (coll == kAllReduce)
+    printf("AllReduce 8 B - 8 KiB, session / eager: worst %.2f (target <= 0.35)\n", worstSmall);
+  else
+    printf("%s 8 B - 8 KiB, session / eager: worst %.2f\n", title, worstSmall);
+  printf("%s 8 B - %zu B, session / eager: worst %.2f (target <= 1.00)\n", title, maxBytes,
+         worstAll);
   for (int r = 0; r < R.n; ++r) {
     GPU_CUDA_OK(cudaFree(in[r]));
     GPU_CUDA_OK(cudaFree(out[r]));

@@ -111,7 +111,10 @@ static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_
     megakernelClock(tr.mw, tr.ticket, PURLIN_TRACE_CLK_ENTER);
     megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_ENTER);
   }
-  if (R && (d->flags & PURLIN_DESC_SMALL_AR) != 0) {
+  if (R && (d->flags & (PURLIN_DESC_SMALL_AR | PURLIN_DESC_SMALL_BLOCKS)) != 0) {
+    /* A small ReduceScatter consumes as the AllReduce does (its pushes
+     * sent each peer its block, and `pushed` holds its own); only an
+     * AllReduce has rounds (megakernelDescOk). */
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, stamp};
@@ -245,14 +248,27 @@ static __device__ __forceinline__ void megakernelRun(const purlinCollDesc_t* d, 
   const int bar = d->threads == (int)blockDim.x ? 0 : 1;
   const SnacTeam t = snacTeamOfCtas(0, d->ctas, d->threads, bar);
   SnacSmallArPushed pushed = {0, 0};
-  if ((d->flags & PURLIN_DESC_SMALL_AR) != 0) {
+  if ((d->flags & (PURLIN_DESC_SMALL_AR | PURLIN_DESC_SMALL_BLOCKS)) != 0) {
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, tr.on(&t)};
     /* A call of several packets per thread pushes after the dispatch
      * (snacSmallArRounds, whole). */
     if (!snacSmallArShapeOf(t, a).rounds()) {
-      pushed = snacSmallArPush(t, snacEpochIs(e), a, *geo, sums);
+      pushed = snacSmallArPush<true>(t, snacEpochIs(e), a, *geo, sums);
+      /* AllGather and AllToAll copy: no datatype, no op, no dispatch. */
+      if (a.layout.coll == purlinCollAllGather || a.layout.coll == purlinCollAllToAll) {
+        if (sums.on) {
+          megakernelClock(tr.mw, tr.ticket, PURLIN_TRACE_CLK_ENTER);
+          megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_ENTER);
+        }
+        snacSmallBlocksCopy(t, a, *geo, pushed);
+        if (sums.on) {
+          megakernelClock(tr.mw, tr.ticket, PURLIN_TRACE_CLK_RETURNED);
+          megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_RETURNED);
+        }
+        return;
+      }
       if (megakernelConsumeInline(t, a, *geo, pushed, sums)) return;
     }
   }
@@ -275,15 +291,23 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
                      (d->path == purlinPathLatency || d->path == purlinPathThroughput) &&
                      d->ctas >= 1 && d->ctas <= (int)gridDim.x && d->threads >= 32 &&
                      d->threads <= maxThreads && d->threads % 32 == 0;
-  if (!shape || (d->flags & PURLIN_DESC_SMALL_AR) == 0) return shape;
-  /* The small AllReduce: few ranks, 8-byte aligned buffers, a few packets
-   * per thread of the team (the plan's conditions, snac/latency.h), and a
-   * block the latency buffer's regions hold (`capacity`). */
+  const unsigned small = d->flags & (PURLIN_DESC_SMALL_AR | PURLIN_DESC_SMALL_BLOCKS);
+  if (!shape || small == 0) return shape;
+  /* The small routine: few ranks, 8-byte aligned buffers, a few packets
+   * per thread of the team (an AllReduce) or one (the uniform forms), and
+   * a block the latency buffer's regions hold (`capacity`): the plan's
+   * conditions (snac/latency.h). */
   const uint64_t bytes = d->count * purlinDtypeBytes((purlinDataType_t)d->dtype);
-  return d->path == purlinPathLatency && d->coll == purlinCollAllReduce &&
-         purlinLatencySmallArFits(nranks, bytes, (uint64_t)d->ctas * d->threads,
-                                  ((d->sendbuff | d->recvbuff) & 7u) == 0) &&
-         bytes <= capacity;
+  const uint64_t threads = (uint64_t)d->ctas * d->threads;
+  const int aligned8 = ((d->sendbuff | d->recvbuff) & 7u) == 0;
+  const bool fits =
+      small == PURLIN_DESC_SMALL_AR
+          ? d->coll == purlinCollAllReduce &&
+                purlinLatencySmallArFits(nranks, bytes, threads, aligned8)
+          : small == PURLIN_DESC_SMALL_BLOCKS &&
+                purlinLatencySmallBlocksFits((purlinCollective_t)d->coll, nranks, bytes, threads,
+                                             aligned8);
+  return d->path == purlinPathLatency && fits && bytes <= capacity;
 }
 
 /* What megakernelNext found. */

@@ -162,11 +162,24 @@ static int latencyMaxCtas(const purlinPlanFacts_t* f) {
   return most;
 }
 
+/* Whether a resident executor's call of collective `coll` spreads its
+ * packets as the small AllReduce does: AllReduce and the uniform forms the
+ * small routine takes (AllGather, ReduceScatter, AllToAll: one packet per
+ * thread, purlinLatencySmallBlocksFits); the V forms take the CTA width.
+ * Measured, 2 ranks on one H200: the uniform forms on the general routine
+ * took 5.1-5.6 us inside the megakernel at every size to 64 KiB, twice an
+ * AllReduce's call (bench/results/2026-12-05-h200-small-blocks). */
+static int residentSpreads(purlinCollective_t coll) {
+  return coll == purlinCollAllReduce || coll == purlinCollAllGather ||
+         coll == purlinCollReduceScatter || coll == purlinCollAllToAll;
+}
+
 /* Threads per CTA of a latency-path call: an eager launch's
  * (latencyThreads); a resident executor's CTA width, except for an
- * AllReduce, which takes only the warps its packets need, on one CTA while
- * they fit executorSpreadThreads and spread evenly over more CTAs (at least
- * that many threads each) beyond. One CTA has no cross-CTA step (posting
+ * AllReduce and the uniform forms (residentSpreads), which take only the
+ * warps their packets need, on one CTA while they fit
+ * executorSpreadThreads and spread evenly over more CTAs (at least that
+ * many threads each) beyond. One CTA has no cross-CTA step (posting
  * to a second CTA and gathering its finish: ~0.5 us, bench/collectives at
  * 8 KiB against 4 KiB); but one SM's 512 threads polling 8 peers' packets
  * took 2.4 us more than 256 threads did (4 KiB against 2 KiB, 8 ranks on
@@ -175,7 +188,7 @@ static int latencyMaxCtas(const purlinPlanFacts_t* f) {
 static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
                               uint64_t packets) {
   if (f->executorCtas == 0) return latencyThreads(s->coll, s->maxBlockBytes, latencyMaxCtas(f));
-  if (s->coll != purlinCollAllReduce) return f->executorThreads;
+  if (!residentSpreads(s->coll)) return f->executorThreads;
   const uint64_t most = (uint64_t)f->executorThreads;
   uint64_t spread = f->executorSpreadThreads > 0 ? (uint64_t)f->executorSpreadThreads : most;
   if (spread > most) spread = most;
@@ -230,6 +243,11 @@ static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, 
       s->coll == purlinCollAllReduce &&
       purlinLatencySmallArFits(s->nranks, s->maxBlockBytes, (uint64_t)p->ctas * p->threads,
                                s->aligned8);
+  /* Only the megakernel runs the uniform forms' small routine; an eager
+   * launch keeps the general one. */
+  p->smallBlocks = resident && !s->deviceCounts &&
+                   purlinLatencySmallBlocksFits(s->coll, s->nranks, s->maxBlockBytes,
+                                                (uint64_t)p->ctas * p->threads, s->aligned8);
 }
 
 static void planThroughput(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
@@ -301,6 +319,7 @@ purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_
                      f->executorThreads, PURLIN_THROUGHPUT_THREADS);
 
   p->smallAllReduce = 0;
+  p->smallBlocks = 0;
   p->atom = purlinAtomGeneric;
   p->windowBytes = 0;
   p->smallBytes = 0;
@@ -354,6 +373,7 @@ void purlinPlanDescribe(const purlinPlan_t* p, const purlinLayout_t* l, purlinDa
   if (p->path == purlinPathLatency) {
     d->hash = purlinLatencyDescriptor(l, l->counts, dtype, op);
     if (p->smallAllReduce) d->flags |= PURLIN_DESC_SMALL_AR;
+    if (p->smallBlocks) d->flags |= PURLIN_DESC_SMALL_BLOCKS;
   } else {
     d->hash = deviceCounts != NULL ? 0 : purlinThroughputDescriptor(l, l->counts, dtype, op);
     if (direct) d->flags |= PURLIN_DESC_DIRECT;

@@ -62,6 +62,9 @@ typedef struct purlinPlan_t {
   int ctas;           /* CTAs of the team */
   int threads;        /* threads per CTA */
   int smallAllReduce; /* latency path: the small-AllReduce routine (a packet per thread) */
+  /* latency path, a resident executor: the small routine of a uniform
+   * AllGather, ReduceScatter or AllToAll (purlinLatencySmallBlocksFits) */
+  int smallBlocks;
   purlinAtomKind_t atom; /* throughput path: the Atom */
   uint64_t windowBytes;  /* throughput path: bytes of one staging part */
   uint64_t smallBytes;   /* throughput path: pieces below this take the generic Atom */

@@ -22,6 +22,10 @@
 /* flags */
 #define PURLIN_DESC_DIRECT 1u   /* consumers read this rank's buffers in place (throughput path) */
 #define PURLIN_DESC_SMALL_AR 2u /* latency path: the small-AllReduce routine (the plan's choice) */
+/* latency path, a resident executor: the small routine of a uniform
+ * AllGather, ReduceScatter or AllToAll (the plan's choice,
+ * purlinLatencySmallBlocksFits) */
+#define PURLIN_DESC_SMALL_BLOCKS 4u
 
 typedef struct purlinCollDesc_t {
   uint8_t coll;  /* purlinCollective_t */

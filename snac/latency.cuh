@@ -499,8 +499,16 @@ static __device__ __forceinline__ char* snacSmallArHeaderHeap(const SnacSmallArG
  * and the last threads of the team push the headers. It does not depend
  * on the datatype or the op, so an executor that runs many calls (the
  * megakernel) runs it, one copy of its code, before it dispatches on
- * them: the pushes leave before the dispatch. */
-template <typename Epoch, typename Tail>
+ * them: the pushes leave before the dispatch.
+ *
+ * With Blocks, the same for the uniform forms of the small routine
+ * (purlinLatencySmallBlocksFits; the collective read at run time): an
+ * AllGather pushes like an AllReduce (its whole input to every peer); a
+ * ReduceScatter or an AllToAll pushes peer d packet g of its input's
+ * block d, loaded together before any is pushed, and keeps packet g of
+ * block `me` as its own (`mine`). The wire is the general routine's, so
+ * ranks that take either routine for one call agree. */
+template <bool Blocks = false, typename Epoch, typename Tail>
 static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTeam& t,
                                                                     const Epoch& epochOf,
                                                                     const purlinLatencyArgs_t& a,
@@ -510,10 +518,26 @@ static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTe
   const int me = geo.rank, n = geo.nranks;
   const SnacSmallArShape s = snacSmallArShapeOf(t, a);
   const uint64_t g = s.g;
+  /* Bytes between the input's blocks for a collective that sends each
+   * peer its own block; 0 for one that sends the whole input. */
+  const uint64_t stride = Blocks && (a.layout.coll == purlinCollReduceScatter ||
+                                     a.layout.coll == purlinCollAllToAll)
+                              ? s.bytes
+                              : 0;
 
   /* Loads that need nothing: the input and the epoch. */
   SnacSmallArPushed out;
-  out.mine = s.has ? snacSmallArLoad(a.sendbuff, g, s.bytes) : 0;
+  out.mine = s.has ? snacSmallArLoad((const char*)a.sendbuff + (uint64_t)me * stride, g, s.bytes)
+                   : 0;
+  /* Starts defined (snacSmallArGather says why). */
+  uint64_t block[LL_BATCH] = {};
+  if (Blocks && stride != 0 && s.has) {
+#pragma unroll
+    for (int k = 1; k < LL_BATCH; ++k) {
+      const int d = me + k < n ? me + k : me + k - n;
+      if (k < n) block[k] = ((const uint64_t*)((const char*)a.sendbuff + (uint64_t)d * stride))[g];
+    }
+  }
   tail.prefetch(g, s.has);
   out.epoch = epochOf();
   const uint64_t half = geo.latencyOffset + (out.epoch & 1u) * geo.latencyBytes;
@@ -527,7 +551,9 @@ static __device__ __forceinline__ SnacSmallArPushed snacSmallArPush(const SnacTe
   if (s.has) {
 #pragma unroll
     for (int k = 1; k < LL_BATCH; ++k)
-      if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + g), out.mine, flag);
+      if (k < n)
+        snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + g),
+                        Blocks && stride != 0 ? block[k] : out.mine, flag);
   }
   tail.pushed();
   return out;
@@ -692,6 +718,59 @@ static __device__ __forceinline__ uint64_t snacSmallArConsume(const SnacTeam& t,
       (const char*)a.devComm + half, epoch, s.g, s.has, pushed.mine, header, hp);
   const uint64_t m = sum.valid && s.bytes - 8 * s.g < 8 ? s.bytes - 8 * s.g : 8;
   tail.finish(t, a, epoch, s.g, sum.valid, m, sum.bits);
+  return epoch;
+}
+
+/* The small routine's consume for the uniform forms that copy (AllGather,
+ * AllToAll), after snacSmallArPush<true> on the same team with the same
+ * arguments: packet g of every peer's block, and the header, load at once
+ * and are waited for together, as the AllReduce's (snacSmallArGather);
+ * peer r's packet goes to block r of recvbuff, this rank's own (`mine`) to
+ * block `me`. Blocks are whole packets (purlinLatencySmallBlocksFits). */
+static __device__ __forceinline__ uint64_t snacSmallBlocksCopy(const SnacTeam& t,
+                                                               const purlinLatencyArgs_t& a,
+                                                               const SnacSmallArGeometry& geo,
+                                                               SnacSmallArPushed pushed) {
+  const SnacSmallArShape s = snacSmallArShapeOf(t, a);
+  const int me = geo.rank, n = geo.nranks;
+  const uint64_t epoch = pushed.epoch;
+  const char* inbox =
+      (const char*)a.devComm + geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
+  int hp;
+  const bool header = snacSmallArHeaderHeap(geo, s.g, s.G, &hp) != (char*)0;
+  const SnacPacketsStridedHeader<LL_BATCH> w = {
+      {inbox + 16 * (1 + s.g), geo.region}, (const uint64_t*)(inbox + (uint64_t)hp * geo.region),
+      hp};
+  SnacPacket k[LL_BATCH + 1] = {};
+  unsigned pending = 0;
+#pragma unroll
+  for (int r = 0; r < LL_BATCH; ++r) {
+    if (s.has && r < n && r != me) {
+      k[r] = snacPacketLoad(w.at(r));
+      pending |= 1u << r;
+    }
+  }
+  if (header) {
+    k[LL_BATCH] = snacPacketLoad(w.at(LL_BATCH));
+    pending |= 1u << LL_BATCH;
+  }
+  SnacState st;
+  const SnacSmallArState build = {a.devComm, me, epoch, a.descriptor, inbox, geo.region};
+  if (pending != 0 &&
+      !snacWaitPacketsWith<true>(&st, build, snacLatencyFlag(epoch), w, pending, k))
+    return epoch;
+  if (header && k[LL_BATCH].value() != a.descriptor) {
+    build(&st);
+    snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
+              k[LL_BATCH].value());
+    return epoch;
+  }
+  if (s.has) {
+    char* out = (char*)a.recvbuff + 8 * s.g;
+#pragma unroll
+    for (int r = 0; r < LL_BATCH; ++r)
+      if (r < n) *(uint64_t*)(out + (uint64_t)r * s.bytes) = r == me ? pushed.mine : k[r].value();
+  }
   return epoch;
 }
 

@@ -69,6 +69,23 @@ PURLIN_LATENCY_HD int purlinLatencySmallArFits(int nranks, uint64_t bytes, uint6
          (bytes + 7) / 8 <= (uint64_t)PURLIN_LATENCY_SMALL_AR_PACKETS * threads;
 }
 
+/* Whether the small routine takes a uniform AllGather, ReduceScatter or
+ * AllToAll of `bytes` per block over `nranks` on a resident executor's
+ * team of `threads` threads: the small AllReduce's packets in registers
+ * (snac/latency.cuh), with ReduceScatter and AllToAll sending peer d block
+ * d of the input. One packet per thread (no rounds), whole packets (a
+ * block of a multiple of 8 bytes, so every block starts 8-byte aligned),
+ * few ranks, 8-byte aligned buffers. The capacity check is the caller's,
+ * as above. */
+PURLIN_LATENCY_HD int purlinLatencySmallBlocksFits(purlinCollective_t coll, int nranks,
+                                                   uint64_t bytes, uint64_t threads,
+                                                   int aligned8) {
+  return (coll == purlinCollAllGather || coll == purlinCollReduceScatter ||
+          coll == purlinCollAllToAll) &&
+         nranks <= PURLIN_LATENCY_SMALL_AR_RANKS && aligned8 && bytes % 8 == 0 &&
+         bytes / 8 <= threads;
+}
+
 /* Payload bytes one (source, destination) region carries: the latency
  * path's limit on any block, for this heap layout and rank count (a region
  * is latencyBytes / nranks rounded down to 16 bytes, less its header

@@ -368,6 +368,64 @@ int main(void) {
     };
     checkSpread(want, sizeof want / sizeof want[0]);
   }
+  /* The uniform forms take the same spread, and the small routine while a
+   * block is whole packets, one per thread of the team; the V forms, an
+   * odd block, unaligned buffers or an eager launch keep the general
+   * routine. */
+  {
+    const purlinCollective_t uniform[] = {purlinCollAllGather, purlinCollReduceScatter,
+                                          purlinCollAllToAll};
+    for (size_t u = 0; u < 3; ++u) {
+      S.coll = uniform[u];
+      S.maxBlockBytes = 8;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.path, purlinPathLatency);
+      CHECK_EQ_INT(c.ctas, 1);
+      CHECK_EQ_INT(c.threads, 32);
+      CHECK_EQ_INT(c.smallBlocks, 1);
+      CHECK_EQ_INT(c.smallAllReduce, 0);
+      S.maxBlockBytes = 4096; /* 512 packets: 4 CTAs of 128 */
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.ctas, 4);
+      CHECK_EQ_INT(c.threads, 128);
+      CHECK_EQ_INT(c.smallBlocks, 1);
+      S.maxBlockBytes = 4100; /* not whole packets */
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.path, purlinPathLatency);
+      CHECK_EQ_INT(c.smallBlocks, 0);
+      S.maxBlockBytes = 4096;
+      S.aligned8 = 0;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.smallBlocks, 0);
+      S.aligned8 = 1;
+      S.nranks = 9;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.smallBlocks, 0);
+      S.nranks = 8;
+      /* More packets than the executor's threads (8 x 512): general. */
+      F.forcedPath = purlinPathLatency;
+      S.maxBlockBytes = 32768;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.ctas, 8);
+      CHECK_EQ_INT(c.smallBlocks, 1);
+      S.maxBlockBytes = 32776;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.smallBlocks, 0);
+      F.forcedPath = purlinPathAuto;
+      /* An eager launch: the general routine. */
+      F.executorCtas = 0;
+      S.maxBlockBytes = 8;
+      CHECK_EQ_INT(plan(&c), purlinSuccess);
+      CHECK_EQ_INT(c.smallBlocks, 0);
+      F.executorCtas = 8;
+    }
+    S.coll = purlinCollAllGatherV;
+    S.maxBlockBytes = 8;
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    CHECK_EQ_INT(c.threads, 512);
+    CHECK_EQ_INT(c.smallBlocks, 0);
+    S.coll = purlinCollAllReduce;
+  }
   /* More than the CTA: the CTA's width. */
   F.executorSpreadThreads = 1024;
   S.maxBlockBytes = 4096;
@@ -450,6 +508,17 @@ int main(void) {
     CHECK_EQ_INT(d.recvbuff, 128);
     CHECK_EQ_INT(d.counts, 0);
     CHECK_EQ_INT(d.flags, PURLIN_DESC_SMALL_AR); /* direct is the throughput path's */
+    {
+      purlinPlan_t q = p;
+      q.smallAllReduce = 0;
+      q.smallBlocks = 1;
+      purlinLayout_t a2a = {purlinCollAllToAll, 8, 4, 2, NULL};
+      purlinPlanDescribe(&q, &a2a, purlinFloat32, purlinSum, (const void*)(uintptr_t)64,
+                         (void*)(uintptr_t)128, NULL, 1, &d);
+      CHECK_EQ_INT(d.flags, PURLIN_DESC_SMALL_BLOCKS);
+    }
+    purlinPlanDescribe(&p, &ar, purlinFloat32, purlinSum, (const void*)(uintptr_t)64,
+                       (void*)(uintptr_t)128, NULL, 1, &d);
     CHECK_EQ_INT(d.hash, purlinLatencyDescriptor(&ar, NULL, purlinFloat32, purlinSum));
     CHECK_EQ_INT(d.seq, 0);
 
