@@ -118,7 +118,9 @@ static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, stamp};
-    if (snacSmallArShapeOf(*t, a).rounds()) snacSmallArRounds<D, O>(*t, snacEpochIs(e), a, *geo, sums);
+    /* Rounds push the whole input: the AllReduce's wire only. */
+    if ((d->flags & PURLIN_DESC_SMALL_AR) != 0 && snacSmallArShapeOf(*t, a).rounds())
+      snacSmallArRounds<D, O>(*t, snacEpochIs(e), a, *geo, sums);
     else snacSmallArConsume<D, O>(*t, a, *geo, pushed, sums);
   } else if (snacLatencyCallFromDesc(*t, d, dc, e, lat)) {
     snacLatencyRun<R, D, O>(*t, snacEpochIs(e), *lat);

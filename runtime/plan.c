@@ -169,9 +169,14 @@ static int latencyMaxCtas(const purlinPlanFacts_t* f) {
  * Measured, 2 ranks on one H200: the uniform forms on the general routine
  * took 5.1-5.6 us inside the megakernel at every size to 64 KiB, twice an
  * AllReduce's call (bench/results/2026-12-05-h200-small-blocks). */
-static int residentSpreads(purlinCollective_t coll) {
-  return coll == purlinCollAllReduce || coll == purlinCollAllGather ||
-         coll == purlinCollReduceScatter || coll == purlinCollAllToAll;
+static int residentSpreads(const purlinPlanShape_t* s) {
+  if (s->coll == purlinCollAllReduce) return 1;
+  /* A uniform form spreads only where the small routine can take it (the
+   * same on every rank; only the buffers' alignment is a rank's own): the
+   * general routine on narrow CTAs would pay the cross-CTA step. */
+  return (s->coll == purlinCollAllGather || s->coll == purlinCollReduceScatter ||
+          s->coll == purlinCollAllToAll) &&
+         s->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS && s->maxBlockBytes % 8 == 0;
 }
 
 /* Threads per CTA of a latency-path call: an eager launch's
@@ -188,7 +193,7 @@ static int residentSpreads(purlinCollective_t coll) {
 static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
                               uint64_t packets) {
   if (f->executorCtas == 0) return latencyThreads(s->coll, s->maxBlockBytes, latencyMaxCtas(f));
-  if (!residentSpreads(s->coll)) return f->executorThreads;
+  if (!residentSpreads(s)) return f->executorThreads;
   const uint64_t most = (uint64_t)f->executorThreads;
   uint64_t spread = f->executorSpreadThreads > 0 ? (uint64_t)f->executorSpreadThreads : most;
   if (spread > most) spread = most;

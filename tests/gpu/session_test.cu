@@ -187,7 +187,9 @@ static std::vector<Shape> shapesOf(Coll coll, purlinDataType_t d, purlinRedOp_t 
                                    int n) {
   /* PURLIN_TEST_SIZES="a,b,..." replaces the sizes (to take a failure
    * apart: the calls of one case run in this order on one stream). */
-  std::vector<size_t> sizes = {1, 1023, 65537, 262147};
+  /* 8 and 1024 elements are whole 8-byte packets in every datatype: a
+   * session's uniform forms take the small routine there. */
+  std::vector<size_t> sizes = {1, 8, 1023, 1024, 65537, 262147};
   if (const char* env = getenv("PURLIN_TEST_SIZES")) {
     sizes.clear();
     for (const char* p = env; *p;) {
@@ -336,6 +338,96 @@ static void bits(int n, bool all) {
   printf("%s bits: %d ranks, %d calls, eager then session, alternating: %s\n",
          failures == before ? "ok  " : "FAIL", n, cases,
          failures == before ? "every session output is the eager bits" : "differences above");
+}
+
+/* The uniform forms' small routine in a session (blocks of whole packets,
+ * one per thread): in place (AllGather's input at its block of the
+ * output, ReduceScatter's output at its block of the input), and with
+ * rank 0's buffers 2 bytes off 8-byte alignment, so that rank 0 takes the
+ * general routine for the call while its peers take the small one. Every
+ * rank's buffer after the session equals its buffer after the same calls
+ * eagerly, bit for bit. */
+static void blocksCase(int n) {
+  World w = makeWorld(n, 8, 10000);
+  const size_t count = 256; /* 512-byte bf16 blocks, 64 packets */
+  const Coll colls[] = {kAllGather, kReduceScatter, kAllToAll};
+  const int before = failures;
+  int calls = 0;
+  for (int skew = 0; skew < 2; ++skew) {
+    for (Coll c : colls) {
+      /* An in-place AllToAll is not a call purlin takes. */
+      if (!skew && c == kAllToAll) continue;
+      for (purlinRedOp_t op : {purlinSum, purlinMax}) {
+        if (c != kReduceScatter && op != purlinSum) continue;
+        Shape sh;
+        sh.coll = c;
+        sh.dtype = purlinBfloat16;
+        sh.op = op;
+        sh.count = count;
+        size_t ic = 0, oc = 0;
+        elemCounts(sh, n, 0, &ic, &oc);
+        /* One buffer per rank and mode holds input and output: in place,
+         * the larger of them; skewed, both side by side, from byte 2 of
+         * rank 0's. */
+        const size_t bytes = skew ? (ic + oc) * 2 + 16 : (ic > oc ? ic : oc) * 2;
+        std::vector<std::vector<void*>> buf(2, std::vector<void*>(n));
+        std::vector<std::vector<unsigned char>> init(n);
+        for (int r = 0; r < n; ++r) {
+          init[r].resize(bytes);
+          fillInput(init[r], purlinBfloat16, 7919u * (uint64_t)(calls + 1) + (uint64_t)r);
+          for (int m = 0; m < 2; ++m) {
+            GPU_CUDA_OK(cudaMalloc(&buf[m][r], bytes));
+            GPU_CUDA_OK(cudaMemcpy(buf[m][r], init[r].data(), bytes, cudaMemcpyHostToDevice));
+          }
+        }
+        GPU_CUDA_OK(cudaDeviceSynchronize());
+        for (int m = 0; m < 2; ++m) {
+          for (int r = 0; r < n; ++r) {
+            char* b = (char*)buf[m][r];
+            const void* in = b;
+            void* out = b;
+            if (skew) {
+              const size_t off = r == 0 ? 2 : 0;
+              in = b + off;
+              out = b + off + ic * 2 + 8;
+            } else if (c == kAllGather) {
+              in = b + (size_t)r * count * 2;
+            } else {
+              out = b + (size_t)r * count * 2;
+            }
+            if (m == 1) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
+            const purlinResult_t res = issue(sh, in, out, w.comms[r], w.streams[r]);
+            EXPECT(res == purlinSuccess, "blocks: rank %d coll %d skew %d mode %d: %s %s", r, c,
+                   skew, m, purlinGetErrorName(res), purlinGetLastError(w.comms[r]));
+            if (m == 1) GPU_PURLIN_OK(purlinSessionEnd(w.comms[r], w.streams[r]));
+          }
+          for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
+        }
+        for (int r = 0; r < n; ++r) {
+          purlinResult_t a = purlinSuccess;
+          GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
+          EXPECT(a == purlinSuccess, "blocks: rank %d: %s", r, purlinGetLastError(w.comms[r]));
+          std::vector<unsigned char> e(bytes), s(bytes);
+          GPU_CUDA_OK(cudaMemcpy(e.data(), buf[0][r], bytes, cudaMemcpyDeviceToHost));
+          GPU_CUDA_OK(cudaMemcpy(s.data(), buf[1][r], bytes, cudaMemcpyDeviceToHost));
+          size_t bad = bytes;
+          for (size_t i = 0; i < bytes && bad == bytes; ++i)
+            if (e[i] != s[i]) bad = i;
+          /* The calls wrote something: the eager buffer is not its input. */
+          EXPECT(bad == bytes && e != init[r],
+                 "blocks: n=%d coll %d op %d skew %d rank %d: session differs from eager at "
+                 "byte %zu of %zu, or the call wrote nothing",
+                 n, c, op, skew, r, bad, bytes);
+          for (int m = 0; m < 2; ++m) GPU_CUDA_OK(cudaFree(buf[m][r]));
+        }
+        ++calls;
+      }
+    }
+  }
+  destroyWorld(&w);
+  printf("%s blocks: %d ranks, %d calls in place and with rank 0 unaligned: %s\n",
+         failures == before ? "ok  " : "FAIL", n, calls,
+         failures == before ? "session equals eager" : "differences above");
 }
 
 /* ---------------------------------------------------------------- graph */
@@ -1127,6 +1219,8 @@ int main(void) {
   if (want("bits8")) bits(8, true);
   if (want("bits1")) bits(1, false);
   if (want("bits2")) bits(2, false);
+  if (want("blocks8")) blocksCase(8);
+  if (want("blocks2")) blocksCase(2);
   if (want("group")) groupCase(8, 24);
   /* More calls in one group than the ring has slots: producers wait for
    * room while the megakernel's CTAs outside each call's team keep up. */

@@ -60,6 +60,20 @@ static void checkSpread(const SpreadShape* want, size_t n) {
   }
 }
 
+/* A resident latency-path call of S.coll with a block of `bytes`: its
+ * CTAs, threads, and whether it takes the small routine of the uniform
+ * forms (never the AllReduce's). */
+static void checkBlocks(uint64_t bytes, int ctas, int threads, int small) {
+  purlinPlan_t c;
+  S.maxBlockBytes = bytes;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  CHECK_EQ_INT(c.ctas, ctas);
+  CHECK_EQ_INT(c.threads, threads);
+  CHECK_EQ_INT(c.smallBlocks, small);
+  CHECK_EQ_INT(c.smallAllReduce, 0);
+}
+
 /* A call of `coll` whose block is `limit` takes the latency path; one of
  * 8 more bytes the throughput path. Leaves S.coll as it found it. */
 static void checkLatencyEdge(purlinCollective_t coll, uint64_t limit) {
@@ -368,49 +382,28 @@ int main(void) {
     };
     checkSpread(want, sizeof want / sizeof want[0]);
   }
-  /* The uniform forms take the same spread, and the small routine while a
-   * block is whole packets, one per thread of the team; the V forms, an
-   * odd block, unaligned buffers or an eager launch keep the general
-   * routine. */
+  /* The uniform forms of whole packets take the same spread, and the
+   * small routine while a block is one packet per thread of the team; the
+   * V forms, an odd block, more than 8 ranks, unaligned buffers (the same
+   * shape) or an eager launch keep the general routine. */
   {
     const purlinCollective_t uniform[] = {purlinCollAllGather, purlinCollReduceScatter,
                                           purlinCollAllToAll};
     for (size_t u = 0; u < 3; ++u) {
       S.coll = uniform[u];
-      S.maxBlockBytes = 8;
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.path, purlinPathLatency);
-      CHECK_EQ_INT(c.ctas, 1);
-      CHECK_EQ_INT(c.threads, 32);
-      CHECK_EQ_INT(c.smallBlocks, 1);
-      CHECK_EQ_INT(c.smallAllReduce, 0);
-      S.maxBlockBytes = 4096; /* 512 packets: 4 CTAs of 128 */
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.ctas, 4);
-      CHECK_EQ_INT(c.threads, 128);
-      CHECK_EQ_INT(c.smallBlocks, 1);
-      S.maxBlockBytes = 4100; /* not whole packets */
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.path, purlinPathLatency);
-      CHECK_EQ_INT(c.smallBlocks, 0);
-      S.maxBlockBytes = 4096;
-      S.aligned8 = 0;
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.smallBlocks, 0);
+      checkBlocks(8, 1, 32, 1);
+      checkBlocks(4096, 4, 128, 1); /* 512 packets: 4 CTAs of 128 */
+      checkBlocks(4100, 2, 512, 0); /* not whole packets: the CTAs' width */
+      S.aligned8 = 0;               /* a rank's own: the shape stays */
+      checkBlocks(4096, 4, 128, 0);
       S.aligned8 = 1;
       S.nranks = 9;
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.smallBlocks, 0);
+      checkBlocks(4096, 1, 512, 0);
       S.nranks = 8;
       /* More packets than the executor's threads (8 x 512): general. */
       F.forcedPath = purlinPathLatency;
-      S.maxBlockBytes = 32768;
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.ctas, 8);
-      CHECK_EQ_INT(c.smallBlocks, 1);
-      S.maxBlockBytes = 32776;
-      CHECK_EQ_INT(plan(&c), purlinSuccess);
-      CHECK_EQ_INT(c.smallBlocks, 0);
+      checkBlocks(32768, 8, 512, 1);
+      checkBlocks(32776, 8, 512, 0);
       F.forcedPath = purlinPathAuto;
       /* An eager launch: the general routine. */
       F.executorCtas = 0;
