@@ -170,13 +170,12 @@ static int latencyMaxCtas(const purlinPlanFacts_t* f) {
  * took 5.1-5.6 us inside the megakernel at every size to 64 KiB, twice an
  * AllReduce's call (bench/results/2026-12-05-h200-small-blocks). */
 static int residentSpreads(const purlinPlanShape_t* s) {
-  if (s->coll == purlinCollAllReduce) return 1;
-  /* A uniform form spreads only where the small routine can take it (the
-   * same on every rank; only the buffers' alignment is a rank's own): the
-   * general routine on narrow CTAs would pay the cross-CTA step. */
-  return (s->coll == purlinCollAllGather || s->coll == purlinCollReduceScatter ||
-          s->coll == purlinCollAllToAll) &&
-         s->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS && s->maxBlockBytes % 8 == 0;
+  /* A uniform form spreads only where the small routine can take it, as
+   * far as every rank knows it alike (any team, aligned buffers: the
+   * alignment is a rank's own): the general routine on narrow CTAs would
+   * pay the cross-CTA step. */
+  return s->coll == purlinCollAllReduce ||
+         purlinLatencySmallBlocksFits(s->coll, s->nranks, s->maxBlockBytes, UINT64_MAX, 1);
 }
 
 /* Threads per CTA of a latency-path call: an eager launch's

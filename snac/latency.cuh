@@ -759,17 +759,20 @@ static __device__ __forceinline__ uint64_t snacSmallBlocksCopy(const SnacTeam& t
   if (pending != 0 &&
       !snacWaitPacketsWith<true>(&st, build, snacLatencyFlag(epoch), w, pending, k))
     return epoch;
-  if (header && k[LL_BATCH].value() != a.descriptor) {
-    build(&st);
-    snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
-              k[LL_BATCH].value());
-    return epoch;
-  }
-  if (s.has) {
+  /* The header: this call's descriptor, or a report -- made after the
+   * stores, as the AllReduce's after its sum, so that no call comes while
+   * the packets are live (snacSmallArGather says why). */
+  const uint64_t seen = k[LL_BATCH].value();
+  const bool mismatch = header && seen != a.descriptor;
+  if (s.has && !mismatch) {
     char* out = (char*)a.recvbuff + 8 * s.g;
 #pragma unroll
     for (int r = 0; r < LL_BATCH; ++r)
       if (r < n) *(uint64_t*)(out + (uint64_t)r * s.bytes) = r == me ? pushed.mine : k[r].value();
+  }
+  if (mismatch) {
+    build(&st);
+    snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, seen);
   }
   return epoch;
 }
