@@ -49,6 +49,33 @@ static __device__ __forceinline__ void store8(char* p, uint64_t v, uint64_t n) {
   else llStoreBytes(p, v, n);
 }
 
+/* m <= 8 bytes at p, at any alignment, the missing ones read as 0; the
+ * byte loads inline, so that several such loads issue together (llLoadBytes
+ * is a call). */
+static __device__ __forceinline__ uint64_t snacLoadAny(const char* p, uint64_t m) {
+  if (m == 8 && ((uintptr_t)p & 7u) == 0) return *(const uint64_t*)p;
+  if (m == 8 && ((uintptr_t)p & 3u) == 0)
+    return (uint64_t)((const uint32_t*)p)[0] | (uint64_t)((const uint32_t*)p)[1] << 32;
+  uint64_t v = 0;
+#pragma unroll
+  for (int b = 0; b < 8; ++b)
+    if ((uint64_t)b < m) v |= (uint64_t)(unsigned char)p[b] << (8 * b);
+  return v;
+}
+
+static __device__ __forceinline__ void snacStoreAny(char* p, uint64_t v, uint64_t m) {
+  if (m == 8 && ((uintptr_t)p & 7u) == 0) {
+    *(uint64_t*)p = v;
+  } else if (m == 8 && ((uintptr_t)p & 3u) == 0) {
+    ((uint32_t*)p)[0] = (uint32_t)v;
+    ((uint32_t*)p)[1] = (uint32_t)(v >> 32);
+  } else {
+#pragma unroll
+    for (int b = 0; b < 8; ++b)
+      if ((uint64_t)b < m) p[b] = (char)(v >> (8 * b));
+  }
+}
+
 /* What this rank sends each peer and receives from it, in bytes, and the
  * call's arguments: everything the general routine reads. Every offset and
  * size fits 32 bits: the latency path carries blocks of at most
@@ -923,16 +950,18 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduce(const SnacTeam& 
  * having reported the call (PURLIN_ERROR_BAD_COUNTS), when a block does
  * not fit; every thread of the team gets the same answer.
  * ---------------------------------------------------------------------- */
-static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDesc_t* d,
-                                                             const purlinDevComm_t* dc,
-                                                             SnacLatencyPeer* peer, int lane,
-                                                             int* bad) {
+/* The table's core, lane q of one warp for peer q (q < n): what this rank
+ * (`me` of n) sends q and receives from it, for collective `coll` of
+ * `count` elements, or of the device-side `counts` for V forms, `eb` bytes
+ * an element; `*bad` set where a block passes `capacity` or an offset 32
+ * bits. Every lane of the warp calls (the scans). */
+static __device__ __forceinline__ void snacLatencyPeersOf(purlinCollective_t coll, uint64_t count,
+                                                          const uint64_t* counts, uint64_t eb,
+                                                          int me, int n, uint64_t capacity,
+                                                          SnacLatencyPeer* peer, int lane,
+                                                          int* bad) {
   typedef cub::WarpScan<uint64_t> Scan;
   __shared__ typename Scan::TempStorage scanStorage[2];
-  const int me = dc->rank, n = dc->nranks;
-  const purlinCollective_t coll = (purlinCollective_t)d->coll;
-  const uint64_t eb = purlinDtypeBytes((purlinDataType_t)d->dtype);
-  const uint64_t* counts = (const uint64_t*)(uintptr_t)d->counts;
   const bool v = purlinCollIsV(coll) != 0;
   const int q = lane;
   /* out: what this rank sends q, at which offset of its input; in: what q
@@ -940,20 +969,20 @@ static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDes
   uint64_t outCount = 0, inCount = 0;
   if (q < n) {
     switch (coll) {
-      case purlinCollAllReduce: outCount = inCount = d->count; break;
+      case purlinCollAllReduce: outCount = inCount = count; break;
       case purlinCollAllGather:
       case purlinCollAllGatherV:
-        outCount = v ? counts[me] : d->count;
-        inCount = v ? counts[q] : d->count;
+        outCount = v ? counts[me] : count;
+        inCount = v ? counts[q] : count;
         break;
       case purlinCollReduceScatter:
       case purlinCollReduceScatterV:
-        outCount = v ? counts[q] : d->count;
-        inCount = v ? counts[me] : d->count;
+        outCount = v ? counts[q] : count;
+        inCount = v ? counts[me] : count;
         break;
       default: /* AllToAll(V): block q of my input; block q of my output came from q */
-        outCount = v ? counts[(size_t)me * n + q] : d->count;
-        inCount = v ? counts[(size_t)q * n + me] : d->count;
+        outCount = v ? counts[(size_t)me * n + q] : count;
+        inCount = v ? counts[(size_t)q * n + me] : count;
         break;
     }
   }
@@ -970,7 +999,6 @@ static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDes
   /* ReduceScatter(V): every peer's block `me` reduces into offset 0 of my
    * output. */
   if (coll == purlinCollReduceScatter || coll == purlinCollReduceScatterV) inOff = 0;
-  const uint64_t capacity = purlinLatencyBlockCapacity(dc->latencyBytes, n);
   if (q < n) {
     const uint64_t so = outOff * eb, sb = outCount * eb, ro = inOff * eb, rb = inCount * eb;
     if (sb > capacity || rb > capacity || so > UINT32_MAX || ro > UINT32_MAX) *bad = 1;
@@ -979,6 +1007,17 @@ static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDes
     peer[q].recvOff = (uint32_t)ro;
     peer[q].recvBytes = (uint32_t)rb;
   }
+}
+
+static __device__ __noinline__ void snacLatencyPeersFromDesc(const purlinCollDesc_t* d,
+                                                             const purlinDevComm_t* dc,
+                                                             SnacLatencyPeer* peer, int lane,
+                                                             int* bad) {
+  const int n = dc->nranks;
+  snacLatencyPeersOf((purlinCollective_t)d->coll, d->count,
+                     (const uint64_t*)(uintptr_t)d->counts,
+                     purlinDtypeBytes((purlinDataType_t)d->dtype), dc->rank, n,
+                     purlinLatencyBlockCapacity(dc->latencyBytes, n), peer, lane, bad);
 }
 
 /* The general routine's call for descriptor `d` (the small AllReduce needs
@@ -1032,6 +1071,209 @@ static __device__ __forceinline__ bool snacLatencyCallFromDesc(const SnacTeam& t
     return false;
   }
   return true;
+}
+
+/* ------------------------------------------------------------------------
+ * The general routine for an executor that keeps the geometry
+ * (SnacSmallArGeometry: the megakernel, once per session): every
+ * collective and shape of the latency path on at most LL_BATCH ranks, the
+ * wire of snacLatencyRun (so ranks that take either routine, or the small
+ * one, for one call agree), without its costs inside a resident kernel.
+ * There snacLatencyRun took ~10,000 SM cycles at any size up to 64 KiB,
+ * twice an eager call (bench/results/2026-12-05-h200-small-blocks): the
+ * rank, size and capacity its table needs, its state and every peer's
+ * region were loads of the rank's context, each an L2 round trip after the
+ * acquire that handed the executor its descriptor; its push loaded a
+ * peer's input only after the previous peer's packets were stored (a round
+ * trip per peer); and its per-peer arrays lived on the stack.
+ * Here:
+ *  - the table (snacLatencyPeersOn) comes from the geometry and the
+ *    descriptor, warp 0 of each CTA into that CTA's shared memory, behind
+ *    one barrier; only a V form's counts are loads;
+ *  - every peer's packet of a round loads before any is stored, so one
+ *    round trip a round (a whole packet per thread: one);
+ *  - the table stays in shared memory, read where it is used (per-peer
+ *    arrays in registers beside a round's packets took the megakernel's
+ *    latency routines ~30% more spill: ptxas -v), a round's packets are
+ *    indexed by the peer's distance from this rank (unrolled: no stack),
+ *    start defined, and no call is made while they are live; the waits
+ *    build their state only at a slow check (snacSmallArGather says why);
+ *    tools/sass_stack.py -p finds no stack access in its poll loops;
+ *  - the header is checked after the data, as snacLatencyRun does: a peer
+ *    that sent less is caught in the waits, one that sent more, or another
+ *    collective of the same size, by its header.
+ * ---------------------------------------------------------------------- */
+/* The table of call `a` on this rank's geometry into `peer` (shared
+ * memory of the team's CTA, one per CTA), then a barrier of the team's CTA
+ * part. False, reported (PURLIN_ERROR_BAD_COUNTS, by the team's first
+ * thread), where a block does not fit the latency path; every thread of
+ * the team gets the same answer. */
+static __device__ __forceinline__ bool snacLatencyPeersOn(const SnacTeam& t,
+                                                         const purlinLatencyArgs_t& a,
+                                                         const SnacSmallArGeometry& geo,
+                                                         SnacLatencyPeer* peer, uint64_t epoch) {
+  int bad = 0;
+  if (t.tid < 32) {
+    const uint64_t capacity = geo.region / 16 < 1 ? 0 : (geo.region / 16 - 1) * 8;
+    snacLatencyPeersOf(a.layout.coll, a.layout.count, a.layout.counts, a.layout.elemBytes,
+                       geo.rank, geo.nranks, capacity, peer, t.tid, &bad);
+  }
+  if (!snacTeamSyncOr(t, bad != 0)) return true;
+  if (t.tid == 0 && t.cta == 0) {
+    SnacState st;
+    snacInit(&st, a.devComm, geo.rank, epoch, 0);
+    snacRaise(&st, (uint32_t)purlinInvalidArgument, PURLIN_ERROR_BAD_COUNTS, geo.rank, 0);
+  }
+  return false;
+}
+
+/* The routine, by every thread of the team, on the table that
+ * snacLatencyPeersOn made for the same call. */
+template <bool REDUCE, purlinDataType_t D, purlinRedOp_t O, typename Epoch>
+static __device__ __forceinline__ uint64_t snacLatencyRunOn(const SnacTeam& t, const Epoch& epochOf,
+                                                            const purlinLatencyArgs_t& a,
+                                                            const SnacSmallArGeometry& geo,
+                                                            const SnacLatencyPeer* peer) {
+  purlinDevComm_t* dc = a.devComm;
+  const int me = geo.rank, n = geo.nranks;
+  const uint64_t g = snacTeamThread(t), G = snacTeamThreads(t);
+  const char* send = (const char*)a.sendbuff;
+  char* recv = (char*)a.recvbuff;
+  const purlinCollective_t coll = a.layout.coll;
+  /* AllReduce and AllGather(V) send every peer the same bytes: one load a
+   * packet. */
+  const bool same = coll == purlinCollAllReduce || coll == purlinCollAllGather ||
+                    coll == purlinCollAllGatherV;
+
+  /* The longest block this rank sends, and receives from a peer. The
+   * table stays in shared memory, read where used: per-peer arrays in
+   * registers beside a round's packets spilled. */
+  uint32_t sendMax = 0, recvMax = 0;
+#pragma unroll
+  for (int k = 1; k < LL_BATCH; ++k) {
+    const int d = me + k < n ? me + k : me + k - n;
+    if (k < n) {
+      sendMax = max(sendMax, peer[d].sendBytes);
+      recvMax = max(recvMax, peer[d].recvBytes);
+    }
+  }
+
+  const uint64_t epoch = epochOf();
+  const uint64_t half = geo.latencyOffset + (epoch & 1u) * geo.latencyBytes;
+  const uint32_t flag = snacLatencyFlag(epoch);
+  snacScrubIfDue(t, dc, epoch, t.ctas - 1);
+  const uint64_t mineAt = half + (uint64_t)me * geo.region;
+  int hp;
+  char* heap = snacSmallArHeaderHeap(geo, g, G, &hp);
+  if (heap != (char*)0) snacPacketStore((uint64_t*)(heap + mineAt), a.descriptor, flag);
+
+  /* Stage + notify: packet i of every peer's block loads, then all of
+   * them are stored. */
+  const uint64_t sendPackets = ((uint64_t)sendMax + 7) / 8;
+#pragma unroll 1
+  for (uint64_t i = g; i < sendPackets; i += G) {
+    uint64_t v[LL_BATCH];
+#pragma unroll
+    for (int k = 1; k < LL_BATCH; ++k) {
+      v[k] = 0;
+      if (k >= n) continue;
+      const SnacLatencyPeer b = peer[me + k < n ? me + k : me + k - n];
+      if (8 * i >= b.sendBytes) continue;
+      if (k == 1 || !same) {
+        const uint64_t m = b.sendBytes - 8 * i < 8 ? b.sendBytes - 8 * i : 8;
+        v[k] = snacLoadAny(send + b.sendOff + 8 * i, m);
+      } else {
+        v[k] = v[1];
+      }
+    }
+#pragma unroll
+    for (int k = 1; k < LL_BATCH; ++k)
+      if (k < n && 8 * i < peer[me + k < n ? me + k : me + k - n].sendBytes)
+        snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + i), v[k], flag);
+  }
+
+  /* Consume. */
+  const char* inbox = (const char*)dc + half;
+  SnacState st;
+  const SnacSmallArState build = {dc, me, epoch, a.descriptor, inbox, geo.region};
+  bool ok = true;
+  if (REDUCE) {
+    /* Every peer sends this rank its block of the same size: packet i of
+     * all of them, and this rank's own, summed in rank order. */
+    const SnacLatencyPeer mine = peer[me];
+    const uint64_t P = ((uint64_t)mine.recvBytes + 7) / 8;
+#pragma unroll 1
+    for (uint64_t i = g; i < P; i += G) {
+      const uint64_t m = mine.recvBytes - 8 * i < 8 ? mine.recvBytes - 8 * i : 8;
+      const SnacPacketsStrided w = {inbox + 16 * (1 + i), geo.region};
+      SnacPacket k[LL_BATCH] = {};
+      unsigned pending = 0;
+#pragma unroll
+      for (int r = 0; r < LL_BATCH; ++r) {
+        if (r < n && r != me) {
+          k[r] = snacPacketLoad(w.at(r));
+          pending |= 1u << r;
+        }
+      }
+      /* In place, this thread reads element i before it writes it. */
+      const uint64_t own = snacLoadAny(send + mine.sendOff + 8 * i, m);
+      if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
+      if (!ok) break;
+      snacStoreAny(recv + mine.recvOff + 8 * i, llSumPackets<D, O>(a.dtype, a.op, n, me, own, k),
+                   m);
+    }
+  } else {
+    /* This rank's own block, unless in place. */
+    const SnacLatencyPeer b = peer[me];
+    if (send + b.sendOff != recv + b.recvOff) {
+      const uint64_t P = ((uint64_t)b.recvBytes + 7) / 8;
+#pragma unroll 1
+      for (uint64_t i = g; i < P; i += G) {
+        const uint64_t m = b.recvBytes - 8 * i < 8 ? b.recvBytes - 8 * i : 8;
+        snacStoreAny(recv + b.recvOff + 8 * i, snacLoadAny(send + b.sendOff + 8 * i, m), m);
+      }
+    }
+    const uint64_t P = ((uint64_t)recvMax + 7) / 8;
+#pragma unroll 1
+    for (uint64_t i = g; i < P; i += G) {
+      const SnacPacketsFrom w = {inbox + 16 * (1 + i), geo.region, me, n};
+      SnacPacket k[LL_BATCH] = {};
+      unsigned pending = 0;
+#pragma unroll
+      for (int j = 1; j < LL_BATCH; ++j) {
+        if (j < n && 8 * i < peer[w.from(j)].recvBytes) {
+          k[j] = snacPacketLoad(w.at(j));
+          pending |= 1u << j;
+        }
+      }
+      if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
+      if (!ok) break;
+#pragma unroll
+      for (int j = 1; j < LL_BATCH; ++j) {
+        if ((pending >> j) & 1u) {
+          const SnacLatencyPeer b = peer[w.from(j)];
+          const uint64_t m = b.recvBytes - 8 * i < 8 ? b.recvBytes - 8 * i : 8;
+          snacStoreAny(recv + b.recvOff + 8 * i, k[j].value(), m);
+        }
+      }
+    }
+  }
+
+  /* The header this thread checks (the last threads of the team), after
+   * the data: no packet is live. */
+  if (ok && heap != (char*)0) {
+    const uint64_t* hat[1] = {(const uint64_t*)(inbox + (uint64_t)hp * geo.region)};
+    const int hfrom[1] = {hp};
+    const SnacPacketsAt<1> hw = {hat, hfrom};
+    SnacPacket hk[1] = {snacPacketLoad(hat[0])};
+    if (snacWaitPacketsWith<true>(&st, build, flag, hw, 1u, hk) &&
+        hk[0].value() != a.descriptor) {
+      build(&st);
+      snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
+                hk[0].value());
+    }
+  }
+  return epoch;
 }
 
 #endif /* PURLIN_SNAC_LATENCY_CUH_ */

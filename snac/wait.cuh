@@ -279,6 +279,19 @@ struct SnacPacketsStrided {
   __device__ __forceinline__ int from(int j) const { return j; }
 };
 
+/* Packet j at base + ((me + j) mod n) x stride bytes, from peer (me + j)
+ * mod n: packets indexed by their distance from this rank, so that a
+ * caller holding per-peer values in registers indexes both alike. */
+struct SnacPacketsFrom {
+  const char* base;
+  uint64_t stride;
+  int me, n;
+  __device__ __forceinline__ int from(int j) const { return me + j < n ? me + j : me + j - n; }
+  __device__ __forceinline__ const uint64_t* at(int j) const {
+    return (const uint64_t*)(base + (uint64_t)from(j) * stride);
+  }
+};
+
 /* Packet j < NP at base + j x stride bytes from peer j, and packet NP (a
  * header) at `header` from peer `hp`: the small AllReduce's one round, in
  * a few registers rather than a pointer and a peer per packet. */
