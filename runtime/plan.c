@@ -226,6 +226,20 @@ static uint64_t residentLatencyLimit(const purlinPlanShape_t* s, const purlinPla
                              : purlinPlanLatencyLimit(s->coll, s->nranks);
   const int eager = latencyMaxCtas(f);
   if (f->executorCtas >= eager) return limit;
+  /* The other collectives on the ranks the session geometry serves run
+   * the executor's general routine on it (snacLatencyRunOn), which beats
+   * the throughput path on the executor's CTAs up to the eager limit:
+   * they keep it. Measured on one H100, sessions on megakernelCtas 16
+   * (2 ranks) and 8 (8 ranks), this limit against the scaled one, same
+   * device code (bench/results/2026-12-05-general-routine/r2, "full"
+   * against "a"): 2 ranks AllToAllV of 128 KiB 12.90 -> 7.61 us,
+   * AllGatherV of 256 KiB 11.72 -> 9.69; 8 ranks AllGatherV of 256 KiB
+   * 20.93 -> 11.89, AllToAllV 27.19 -> 12.08, AllGather of 512 KiB
+   * 17.00 -> 11.83 (graph-captured eager: 7.9 and 8.2 us at 2 ranks,
+   * 16.8-19.2 at 8). That device code was a branch's routine, which
+   * measured slower than this tree's in every cell that ran it ("a"
+   * against "base", 0.1-1.3 us). */
+  if (s->coll != purlinCollAllReduce && s->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS) return limit;
   return limit * (uint64_t)f->executorCtas / (uint64_t)eager;
 }
 

@@ -433,8 +433,15 @@ int main(void) {
   /* 8 ranks on the GPU (eager: 16 CTAs each): 128 KiB. */
   F.ranksOnDevice = 8;
   checkLatencyEdge(purlinCollAllReduce, 128 << 10);
-  /* The other collectives: 64 KiB blocks eager at 8 ranks, so 32 KiB. */
-  checkLatencyEdge(purlinCollAllGather, 32 << 10);
+  /* The other collectives on the ranks the session geometry serves (at
+   * most PURLIN_LATENCY_SMALL_AR_RANKS): the eager limit, 64 KiB blocks at
+   * 8 ranks, the V forms too; past them scaled (9 ranks: 512 KiB / 9
+   * eager, half of it on 8 of an eager call's 16 CTAs). */
+  checkLatencyEdge(purlinCollAllGather, 64 << 10);
+  checkLatencyEdge(purlinCollAllToAllV, 64 << 10);
+  S.nranks = 9;
+  checkLatencyEdge(purlinCollAllGather, ((uint64_t)512 << 10) / 9 * 8 / 16);
+  S.nranks = 8;
   /* As many CTAs as an eager call's (16): the eager limit, unscaled. */
   F.executorCtas = 16;
   S.maxBlockBytes = 256 << 10;
