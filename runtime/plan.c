@@ -206,18 +206,32 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
   return per < 32 ? 32 : (int)per;
 }
 
-/* The latency limit of a call on a resident executor: the eager limit
- * scaled by the executor's CTAs over an eager call's most, since both
- * paths' crossover moves with the CTAs pushing packets. Measured, 8 ranks
- * on one H200, megakernelCtas 8 against an eager call's 16 CTAs
+/* The latency limit of a call on a resident executor with fewer CTAs than
+ * an eager call's most. AllReduce, and every collective past the ranks
+ * the session geometry serves (PURLIN_LATENCY_SMALL_AR_RANKS: there the
+ * executor runs snacLatencyRun), scale the eager limit by the executor's
+ * CTAs over the eager call's, since both paths' crossover moves with the
+ * CTAs pushing packets. Measured, 8 ranks on one H200, megakernelCtas 8
+ * against an eager call's 16 CTAs
  * (bench/results/2026-12-03-h200-issue14/spread/coll_lbuf_default.txt):
  * a session's AllReduce of 256 KiB took 40.3 us on the latency path
- * against 34.8 on the throughput path, AllGather of 1 MiB (128 KiB blocks)
- * 32.2 against 28.6, where the eager calls' latency path still won.
- * Those throughput calls ran on one CTA per 512 KiB; on all their CTAs
- * (PLAN_THROUGHPUT_BYTES_PER_CTA) every session cell from 32 KiB to 8 MiB
- * measured faster than eager with this limit
- * (bench/results/2026-12-03-h200-throughput-ctas/coll_after.txt). */
+ * against 34.8 on the throughput path, where the eager calls' latency
+ * path still won; on all their CTAs (PLAN_THROUGHPUT_BYTES_PER_CTA) the
+ * throughput calls measured faster than eager with this limit
+ * (bench/results/2026-12-03-h200-throughput-ctas/coll_after.txt).
+ *
+ * The other collectives on at most those ranks run the executor's general
+ * routine on the session geometry (snacLatencyRunOn), which beats the
+ * throughput path on the executor's CTAs up to the eager limit: they keep
+ * it. Measured on one H100, megakernelCtas 16 (2 ranks) and 8 (8 ranks),
+ * the eager limit against the scaled one on the same device code
+ * (bench/results/2026-12-05-general-routine/r2, "full" against "a"):
+ * 2 ranks AllToAllV of 128 KiB 12.90 -> 7.61 us, AllGatherV of 256 KiB
+ * 11.72 -> 9.69; 8 ranks AllGatherV of 256 KiB 20.93 -> 11.89, AllToAllV
+ * 27.19 -> 12.08, AllGather of 512 KiB 17.00 -> 11.83 (graph-captured
+ * eager: 7.9 and 8.2 us at 2 ranks, 16.8-19.2 at 8). That device code was
+ * a branch's routine, which measured slower than this tree's in every
+ * cell that ran it ("a" against "base", 0.1-1.3 us). */
 static uint64_t residentLatencyLimit(const purlinPlanShape_t* s, const purlinPlanFacts_t* f) {
   /* AllReduce scales the one-shot's own limit: the eager cut from 8 ranks
    * (PLAN_LATENCY_AR_MANY_LIMIT) was measured on an eager call's CTAs. */
@@ -225,21 +239,9 @@ static uint64_t residentLatencyLimit(const purlinPlanShape_t* s, const purlinPla
                              ? PLAN_LATENCY_LIMIT
                              : purlinPlanLatencyLimit(s->coll, s->nranks);
   const int eager = latencyMaxCtas(f);
-  if (f->executorCtas >= eager) return limit;
-  /* The other collectives on the ranks the session geometry serves run
-   * the executor's general routine on it (snacLatencyRunOn), which beats
-   * the throughput path on the executor's CTAs up to the eager limit:
-   * they keep it. Measured on one H100, sessions on megakernelCtas 16
-   * (2 ranks) and 8 (8 ranks), this limit against the scaled one, same
-   * device code (bench/results/2026-12-05-general-routine/r2, "full"
-   * against "a"): 2 ranks AllToAllV of 128 KiB 12.90 -> 7.61 us,
-   * AllGatherV of 256 KiB 11.72 -> 9.69; 8 ranks AllGatherV of 256 KiB
-   * 20.93 -> 11.89, AllToAllV 27.19 -> 12.08, AllGather of 512 KiB
-   * 17.00 -> 11.83 (graph-captured eager: 7.9 and 8.2 us at 2 ranks,
-   * 16.8-19.2 at 8). That device code was a branch's routine, which
-   * measured slower than this tree's in every cell that ran it ("a"
-   * against "base", 0.1-1.3 us). */
-  if (s->coll != purlinCollAllReduce && s->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS) return limit;
+  const int scales =
+      s->coll == purlinCollAllReduce || s->nranks > PURLIN_LATENCY_SMALL_AR_RANKS;
+  if (!scales || f->executorCtas >= eager) return limit;
   return limit * (uint64_t)f->executorCtas / (uint64_t)eager;
 }
 

@@ -5,8 +5,8 @@
 # V forms to 1 MiB) on all three; session_latency at 2 ranks on 8 megakernel CTAs (blocks past one packet a
 # thread) on base and a; then on full the GPU tests of the code it touches, Python, and the rest as time allows. carry .gpupack; run: bash .gpupack/run2.sh
 # Packs (tools/build_gpu.sh --config=gpu wipes .gpupack: keep each under /tmp/packs first):
-#   gpu.tar.xz  = this branch, full pack;
-#   a.tar.xz    = this branch with runtime/plan.c at fb77f82 (git checkout fb77f82 -- runtime/plan.c),
+#   gpu.tar.xz  = the branch issue14-general-rounds (6195a8e), full pack;
+#   a.tar.xz    = that branch with runtime/plan.c at fb77f82 (git checkout fb77f82 -- runtime/plan.c),
 #                 PURLIN_GPU_ONLY="//bench:collectives //bench:session_latency";
 #   base.tar.xz = main's fb77f82 (same two targets suffice);
 # then copy run2.sh into .gpupack.
