@@ -872,8 +872,8 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
   if (stride == 0 || n == 2) {
     /* One source for every peer: the whole input, or on 2 ranks the
      * peer's block. */
-    const char* in =
-        stride == 0 ? (const char*)a.sendbuff : (const char*)a.sendbuff + (uint64_t)(1 - me) * stride;
+    const char* in = stride == 0 ? (const char*)a.sendbuff
+                                 : (const char*)a.sendbuff + (uint64_t)(1 - me) * stride;
 #pragma unroll
     for (int c = 0; c < K; c += C) {
       if ((uint64_t)c * G >= s.P) break;
