@@ -437,6 +437,8 @@ struct SnacStoreSums {
  * and keeps it in shared memory: after the acquire that hands it a
  * descriptor, every load of dc is an L1 miss, and the pushes wait on them
  * (bench/session_latency's cycle trace). */
+PURLIN_STATIC_ASSERT(PURLIN_LATENCY_SMALL_AR_RANKS <= LL_BATCH,
+                     "the session geometry holds a heap per peer of the ranks it serves");
 struct SnacSmallArGeometry {
   int rank, nranks;
   uint64_t latencyOffset, latencyBytes, region;
@@ -1001,7 +1003,12 @@ static __device__ __forceinline__ void snacLatencyPeersOf(purlinCollective_t col
   if (coll == purlinCollReduceScatter || coll == purlinCollReduceScatterV) inOff = 0;
   if (q < n) {
     const uint64_t so = outOff * eb, sb = outCount * eb, ro = inOff * eb, rb = inCount * eb;
-    if (sb > capacity || rb > capacity || so > UINT32_MAX || ro > UINT32_MAX) *bad = 1;
+    /* Counts past the capacity before they are multiplied (a product may
+     * wrap); an offset that wrapped follows from some lane's such count,
+     * and every lane's `bad` fails the call. */
+    if (outCount > capacity || inCount > capacity || sb > capacity || rb > capacity ||
+        sb > UINT32_MAX || rb > UINT32_MAX || so > UINT32_MAX || ro > UINT32_MAX)
+      *bad = 1;
     peer[q].sendOff = (uint32_t)so;
     peer[q].sendBytes = (uint32_t)sb;
     peer[q].recvOff = (uint32_t)ro;
@@ -1114,7 +1121,7 @@ static __device__ __forceinline__ bool snacLatencyPeersOn(const SnacTeam& t,
                                                          SnacLatencyPeer* peer, uint64_t epoch) {
   int bad = 0;
   if (t.tid < 32) {
-    const uint64_t capacity = geo.region / 16 < 1 ? 0 : (geo.region / 16 - 1) * 8;
+    const uint64_t capacity = purlinLatencyRegionCapacity(geo.region);
     snacLatencyPeersOf(a.layout.coll, a.layout.count, a.layout.counts, a.layout.elemBytes,
                        geo.rank, geo.nranks, capacity, peer, t.tid, &bad);
   }

@@ -87,12 +87,16 @@ PURLIN_LATENCY_HD int purlinLatencySmallBlocksFits(purlinCollective_t coll, int 
 }
 
 /* Payload bytes one (source, destination) region carries: the latency
- * path's limit on any block, for this heap layout and rank count (a region
- * is latencyBytes / nranks rounded down to 16 bytes, less its header
- * packet, at 8 payload bytes per 16-byte packet). */
-PURLIN_LATENCY_HD uint64_t purlinLatencyBlockCapacity(uint64_t latencyBytes, int nranks) {
-  uint64_t region = (latencyBytes / (uint64_t)nranks) & ~(uint64_t)15;
+ * path's limit on any block, for a region of `region` bytes (an executor
+ * that keeps it needs no division), or for this heap layout and rank
+ * count (a region is latencyBytes / nranks rounded down to 16 bytes, less
+ * its header packet, at 8 payload bytes per 16-byte packet). */
+PURLIN_LATENCY_HD uint64_t purlinLatencyRegionCapacity(uint64_t region) {
   return region / 16 < 1 ? 0 : (region / 16 - 1) * 8;
+}
+
+PURLIN_LATENCY_HD uint64_t purlinLatencyBlockCapacity(uint64_t latencyBytes, int nranks) {
+  return purlinLatencyRegionCapacity((latencyBytes / (uint64_t)nranks) & ~(uint64_t)15);
 }
 
 /* A 64-bit summary of (collective, datatype, op, counts) that every rank of
