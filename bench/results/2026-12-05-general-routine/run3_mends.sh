@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Not run yet (sixth-seventh sessions: no device machine started). One call on the branch
+# Never run as it is: the eighth session ran the mends' pack in a shorter call
+# (../2026-12-06-small-rounds/run1.sh, its README says what ran). One call on the branch
 # issue14-mends (the review mends on main 029e354): benches first (bench/collectives at 2 and 8 ranks, the
 # uniform and V forms to 1 MiB, and 2 ranks uniform 128 KiB-1 MiB on 32 megakernel CTAs beside 16), then
 # Python GPU tests, then the GPU suite, session code first. Pack: tools/build_gpu.sh --config=gpu on the branch,
