@@ -836,7 +836,9 @@ static __device__ __forceinline__ uint64_t snacSmallArInput(const void* sendbuff
  * AllToAll's on 2 ranks (one peer, one block); with more ranks, those load
  * packet i of every peer's block together, then store them, a round trip
  * per packet of the thread. Each round of the consume loads this rank's
- * own packet again, beside the peers'. The wire is the general routine's
+ * own packet again, beside the peers'; with Blocks on 2 ranks, a chunk of
+ * rounds loads together (one peer's packets and this rank's own) and is
+ * waited for once. The wire is the general routine's
  * (packet i of a block in slot 1 + i of the region), so ranks that take
  * either routine for one call agree. */
 #define SNAC_SMALL_AR_CHUNK 4
@@ -921,6 +923,60 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
   SnacPacket hk[1] = {};
   if (heap != (char*)0) hk[0] = snacPacketLoad(hat[0]);
   bool ok = true;
+  if (Blocks && n == 2) {
+    /* One peer: its packets of SNAC_SMALL_AR_CHUNK rounds, and this
+     * rank's own, load together and are waited for together, a round
+     * trip per chunk instead of one per round. */
+    const int p = 1 - me;
+#pragma unroll 1
+    for (int c = 0; c < K; c += C) {
+      if ((uint64_t)c * G >= s.P) break;
+      const SnacPacketsOfPeer w = {
+          inbox + (uint64_t)p * geo.region + 16 * (1 + g + (uint64_t)c * G), 16 * G, p};
+      SnacPacket k[C] = {};
+      uint64_t own[C];
+      unsigned pending = 0;
+#pragma unroll
+      for (int q = 0; q < C; ++q) {
+        const uint64_t i = g + (uint64_t)(c + q) * G;
+        if (i < s.P && ok) {
+          k[q] = snacPacketLoad(w.at(q));
+          pending |= 1u << q;
+        }
+        own[q] = snacSmallArInput(ownIn, i, s);
+      }
+      if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
+      if (c == 0 && heap != (char*)0 && ok) {
+        ok = snacWaitPacketsWith<true>(&st, build, flag, hw, 1u, hk);
+        if (ok && hk[0].value() != a.descriptor) {
+          build(&st);
+          snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
+                    hk[0].value());
+          ok = false;
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < C; ++q) {
+        if ((uint64_t)(c + q) * G >= s.P) break;
+        const uint64_t i = g + (uint64_t)(c + q) * G;
+        const bool has = i < s.P && ok;
+        if constexpr (R) {
+          /* The peer's packet at its rank, picked without indexing by a
+           * variable. */
+          SnacPacket kr[LL_BATCH] = {};
+#pragma unroll
+          for (int r = 0; r < LL_BATCH; ++r)
+            if (r == p) kr[r] = k[q];
+          snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has, own[q], kr, tail);
+        } else if (has) {
+          char* out = (char*)a.recvbuff + 8 * i;
+          *(uint64_t*)(out + (uint64_t)me * s.bytes) = own[q];
+          *(uint64_t*)(out + (uint64_t)p * s.bytes) = k[q].value();
+        }
+      }
+    }
+    return epoch;
+  }
 #pragma unroll 1
   for (int j = 0; j < K; ++j) {
     if ((uint64_t)j * G >= s.P) break;
