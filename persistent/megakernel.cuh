@@ -308,10 +308,10 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
                      d->threads <= maxThreads && d->threads % 32 == 0;
   const unsigned small = d->flags & (PURLIN_DESC_SMALL_AR | PURLIN_DESC_SMALL_BLOCKS);
   if (!shape || small == 0) return shape;
-  /* The small routine: few ranks, 8-byte aligned buffers, a few packets
-   * per thread of the team (an AllReduce) or one (the uniform forms), and
-   * a block the latency buffer's regions hold (`capacity`): the plan's
-   * conditions (snac/latency.h). */
+  /* The small routine: few ranks, 8-byte aligned buffers, at most
+   * PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread of the team (whole
+   * packets for the uniform forms), and a block the latency buffer's
+   * regions hold (`capacity`): the plan's conditions (snac/latency.h). */
   const uint64_t bytes = d->count * purlinDtypeBytes((purlinDataType_t)d->dtype);
   const uint64_t threads = (uint64_t)d->ctas * d->threads;
   const int aligned8 = ((d->sendbuff | d->recvbuff) & 7u) == 0;
