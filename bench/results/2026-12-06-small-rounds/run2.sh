@@ -32,12 +32,15 @@ ab() { # pass
 }
 ab 1
 PURLIN_TEST_CASES="blocks2 blocks8 auto2 bits2" step "b session_test (blocks, auto2, bits2)" 150 .gpu/tests/session_test > $D/session_b.txt 2>&1
+# The session AllReduce of 2 rounds on 2 ranks with a partial last packet (20001 and 30001 floats
+# on 16 CTAs of 512: 10001 and 15001 packets), every collective x datatype x op at those counts.
+PURLIN_TEST_SIZES=20001,30001 PURLIN_TEST_CASES="bits2 mismatch" step "b session_test (bits2 at 2-round sizes, mismatch)" 90 .gpu/tests/session_test > $D/session_b_sizes.txt 2>&1
 ab 2
 OUT=$D/t step "b suite (session code)" 300 tools/run_gpu.sh '^(session|team|device_coll|device_api|fused|ll|lifecycle|fault|ring)_test$' > $D/tests.txt 2>&1
 PURLIN_LIBRARY=.gpu/libpurlin.so step "b python" 60 python3 python/tests/test_gpu.py > $D/python_gpu.txt 2>&1
 echo "elapsed $(( $(date +%s) - T0 )) s" >> $D/rc.txt
 cd $OUT && tar czf r2.tgz r2
 echo "== rc"; cat $D/rc.txt; tail -4 $D/machine.txt
-grep -hE "^(ok|FAIL)|session_test:" $D/session_b.txt | tail -8; tail -1 $D/python_gpu.txt
+grep -hE "^(ok|FAIL)|session_test:" $D/session_b.txt $D/session_b_sizes.txt | tail -12; tail -1 $D/python_gpu.txt
 grep -hE "^test |passed," $D/tests.txt 2>/dev/null | grep -vE " PASS "
 for f in $D/coll2_base_1.txt $D/coll2_a_1.txt $D/coll2_b_1.txt $D/coll8_base_1.txt $D/coll8_a_1.txt $D/coll8_b_1.txt; do echo "== $(basename $f)"; awk '/^# [A-Z][A-Za-z]+, [0-9]+ ranks/{printf "\n%s:", $2} /^ *[0-9]+ /{if ($1 >= 131072) printf " %s:%s/%s", $1, $20, $21}' $f; echo; awk '/^ *[0-9]+ / && ($8+$12+$16+$24) > 0 {print "WRONG", $0}' $f | head -3; done
