@@ -814,6 +814,22 @@ static __device__ __forceinline__ uint64_t snacSmallArInput(const void* sendbuff
   return i < s.P ? llLoadBytes((const char*)sendbuff + 8 * i, s.bytes - 8 * i) : 0;
 }
 
+/* The rounds' header check, after round 0's wait: the header of peer hp
+ * (hk, loaded with round 0's packets, at hw) is waited for and must be
+ * this call's descriptor, or the call is reported. */
+template <typename Build>
+static __device__ __forceinline__ bool snacSmallArHeaderOk(SnacState* st, const Build& build,
+                                                           uint32_t flag,
+                                                           const SnacPacketsAt<1>& hw,
+                                                           SnacPacket (&hk)[1],
+                                                           uint64_t descriptor, int hp) {
+  if (!snacWaitPacketsWith<true>(st, build, flag, hw, 1u, hk)) return false;
+  if (hk[0].value() == descriptor) return true;
+  build(st);
+  snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, hk[0].value());
+  return false;
+}
+
 /* The small routine of several packets per thread (s.rounds()), whole:
  * stage + notify, then the rounds of the consume. Out of the single
  * packet's way (an executor dispatches to it), so that the decode step's
@@ -946,15 +962,8 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
         own[q] = snacSmallArInput(ownIn, i, s);
       }
       if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
-      if (c == 0 && heap != (char*)0 && ok) {
-        ok = snacWaitPacketsWith<true>(&st, build, flag, hw, 1u, hk);
-        if (ok && hk[0].value() != a.descriptor) {
-          build(&st);
-          snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
-                    hk[0].value());
-          ok = false;
-        }
-      }
+      if (c == 0 && heap != (char*)0 && ok)
+        ok = snacSmallArHeaderOk(&st, build, flag, hw, hk, a.descriptor, hp);
 #pragma unroll
       for (int q = 0; q < C; ++q) {
         if ((uint64_t)(c + q) * G >= s.P) break;
@@ -994,15 +1003,8 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
     }
     const uint64_t own = has ? snacSmallArInput(ownIn, i, s) : 0;
     if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
-    if (j == 0 && heap != (char*)0 && ok) {
-      ok = snacWaitPacketsWith<true>(&st, build, flag, hw, 1u, hk);
-      if (ok && hk[0].value() != a.descriptor) {
-        build(&st);
-        snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
-                  hk[0].value());
-        ok = false;
-      }
-    }
+    if (j == 0 && heap != (char*)0 && ok)
+      ok = snacSmallArHeaderOk(&st, build, flag, hw, hk, a.descriptor, hp);
     if constexpr (R) {
       snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has && ok, own, k, tail);
     } else if (has && ok) {
