@@ -3,7 +3,7 @@
 # issue14-rounds: three packs in .gpupack (carry .gpupack, 64 MiB at most):
 #   base.tar.xz   main f626eab's device code   PURLIN_GPU_ONLY="//bench:collectives" tools/build_gpu.sh --config=gpu
 #   a.tar.xz      issue14-rounds 3782a73       (the rounds measured in r1; same PURLIN_GPU_ONLY)
-#   gpu.tar.xz    issue14-rounds ca75e98+      full tools/build_gpu.sh --config=gpu (the 2-rank one-wait chunks)
+#   gpu.tar.xz    issue14-rounds head (da642fb+) full tools/build_gpu.sh --config=gpu (the 2-rank one-wait chunks)
 # (build_gpu.sh leaves .gpupack/gpu.tar.xz: rename each partial pack before the next build.)
 # A/B/C: bench/collectives at 2 ranks (AllReduce and the uniform forms, 32 KiB - 4 MiB) and 8 ranks
 # (uniform forms 32 KiB - 1 MiB), each pack twice, interleaved; then the GPU suite on gpu.tar.xz,
