@@ -97,8 +97,9 @@ struct MegakernelTraceSums {
  * (bench/results/2026-12-04-megakernel-stack).
  * The small AllReduce of one packet per thread arrives here, for the
  * datatypes and ops that megakernelConsumeInline leaves, with its packets
- * pushed (megakernelRun) and only consumes; one of several packets per
- * thread runs whole here. */
+ * pushed (megakernelRun) and only consumes; a small call of several
+ * packets per thread, of any collective the small routine takes, runs
+ * whole here. */
 template <bool R, purlinDataType_t D, purlinRedOp_t O>
 static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_t e,
                                                       const purlinCollDesc_t* d,
@@ -111,17 +112,21 @@ static __device__ __noinline__ void megakernelLatency(const SnacTeam* t, uint64_
     megakernelClock(tr.mw, tr.ticket, PURLIN_TRACE_CLK_ENTER);
     megakernelStamp(tr.mw, tr.ticket, PURLIN_TRACE_MK_ENTER);
   }
-  if (R && (d->flags & (PURLIN_DESC_SMALL_AR | PURLIN_DESC_SMALL_BLOCKS)) != 0) {
-    /* A small ReduceScatter consumes as the AllReduce does (its pushes
-     * sent each peer its block, and `pushed` holds its own); only an
-     * AllReduce has rounds (megakernelDescOk). */
+  if ((d->flags & (PURLIN_DESC_SMALL_AR | PURLIN_DESC_SMALL_BLOCKS)) != 0) {
+    /* A small ReduceScatter of one packet per thread consumes as the
+     * AllReduce does (its pushes sent each peer its block, and `pushed`
+     * holds its own); a call of several packets per thread runs whole
+     * here, whatever its collective (snacSmallArRounds with Blocks reads
+     * it: an AllReduce's wire with no stride). AllGather and AllToAll of
+     * one packet per thread never arrive here (megakernelRun copies
+     * them). */
     purlinLatencyArgs_t a;
     snacLatencyArgsFromDescOn(d, dc, geo->rank, geo->nranks, &a);
     MegakernelTraceSums sums = {SnacStoreSums(), tr.mw, tr.ticket, stamp};
-    /* Rounds push the whole input: the AllReduce's wire only. */
-    if ((d->flags & PURLIN_DESC_SMALL_AR) != 0 && snacSmallArShapeOf(*t, a).rounds())
-      snacSmallArRounds<D, O>(*t, snacEpochIs(e), a, *geo, sums);
-    else snacSmallArConsume<D, O>(*t, a, *geo, pushed, sums);
+    if (snacSmallArShapeOf(*t, a).rounds())
+      snacSmallArRounds<R, D, O, true>(*t, snacEpochIs(e), a, *geo, sums);
+    else if constexpr (R)
+      snacSmallArConsume<D, O>(*t, a, *geo, pushed, sums);
   } else if (geo->nranks <= PURLIN_LATENCY_SMALL_AR_RANKS) {
     /* Any other latency call on the ranks the geometry serves: the general
      * routine on the geometry (snacLatencyRunOn: ~2x faster than the one
@@ -303,10 +308,10 @@ static __device__ __forceinline__ bool megakernelDescOk(const purlinCollDesc_t* 
                      d->threads <= maxThreads && d->threads % 32 == 0;
   const unsigned small = d->flags & (PURLIN_DESC_SMALL_AR | PURLIN_DESC_SMALL_BLOCKS);
   if (!shape || small == 0) return shape;
-  /* The small routine: few ranks, 8-byte aligned buffers, a few packets
-   * per thread of the team (an AllReduce) or one (the uniform forms), and
-   * a block the latency buffer's regions hold (`capacity`): the plan's
-   * conditions (snac/latency.h). */
+  /* The small routine: few ranks, 8-byte aligned buffers, at most
+   * PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread of the team (whole
+   * packets for the uniform forms), and a block the latency buffer's
+   * regions hold (`capacity`): the plan's conditions (snac/latency.h). */
   const uint64_t bytes = d->count * purlinDtypeBytes((purlinDataType_t)d->dtype);
   const uint64_t threads = (uint64_t)d->ctas * d->threads;
   const int aligned8 = ((d->sendbuff | d->recvbuff) & 7u) == 0;

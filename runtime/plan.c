@@ -164,8 +164,8 @@ static int latencyMaxCtas(const purlinPlanFacts_t* f) {
 
 /* Whether a resident executor's call of collective `coll` spreads its
  * packets as the small AllReduce does: AllReduce and the uniform forms the
- * small routine takes (AllGather, ReduceScatter, AllToAll: one packet per
- * thread, purlinLatencySmallBlocksFits); the V forms take the CTA width.
+ * small routine takes (AllGather, ReduceScatter, AllToAll of whole
+ * packets, purlinLatencySmallBlocksFits); the V forms take the CTA width.
  * Measured, 2 ranks on one H200: the uniform forms on the general routine
  * took 5.1-5.6 us inside the megakernel at every size to 64 KiB, twice an
  * AllReduce's call (bench/results/2026-12-05-h200-small-blocks). */

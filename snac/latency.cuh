@@ -814,19 +814,52 @@ static __device__ __forceinline__ uint64_t snacSmallArInput(const void* sendbuff
   return i < s.P ? llLoadBytes((const char*)sendbuff + 8 * i, s.bytes - 8 * i) : 0;
 }
 
-/* The small AllReduce of several packets per thread (s.rounds()), whole:
+/* The rounds' header check, after round 0's wait: the header of peer hp
+ * (hk, loaded with round 0's packets, at hw) is waited for and must be
+ * this call's descriptor, or the call is reported. */
+template <typename Build>
+static __device__ __forceinline__ bool snacSmallArHeaderOk(SnacState* st, const Build& build,
+                                                           uint32_t flag,
+                                                           const SnacPacketsAt<1>& hw,
+                                                           SnacPacket (&hk)[1],
+                                                           uint64_t descriptor, int hp) {
+  if (!snacWaitPacketsWith<true>(st, build, flag, hw, 1u, hk)) return false;
+  if (hk[0].value() == descriptor) return true;
+  build(st);
+  snacRaise(st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp, hk[0].value());
+  return false;
+}
+
+/* The small routine of several packets per thread (s.rounds()), whole:
  * stage + notify, then the rounds of the consume. Out of the single
  * packet's way (an executor dispatches to it), so that the decode step's
  * calls keep their short path; and light on registers, which the
  * megakernel's 512-thread CTAs hold 128 of (a copy that kept a thread's
  * packets and a pointer per peer in registers spilled them to the stack
  * and ran its loads one after another: 64 KiB on 2 CTAs, 8 ranks, 50 us).
+ *
+ * R: an AllReduce, or (Blocks) a ReduceScatter, sums in rank order; not R:
+ * an AllGather or an AllToAll (Blocks) copies peer r's packet i to block r
+ * of recvbuff and this rank's own to block `me`. With Blocks the
+ * collective is read at run time (purlinLatencySmallBlocksFits: whole
+ * packets); ReduceScatter and AllToAll send peer d packet i of block d of
+ * the input, and this rank's own packet is packet i of block `me`.
+ *
  * The push loads a chunk of SNAC_SMALL_AR_CHUNK packets together, then
  * stores them (a store may alias a later input, so the compiler would not
- * hoist the next chunk's loads above it); each round of the consume loads
- * this rank's own packet again, beside the peers'. */
+ * hoist the next chunk's loads above it) -- an AllReduce's or an
+ * AllGather's (the whole input to every peer), and a ReduceScatter's or an
+ * AllToAll's on 2 ranks (one peer, one block); with more ranks, those load
+ * packet i of every peer's block together, then store them, a round trip
+ * per packet of the thread. Each round of the consume loads this rank's
+ * own packet again, beside the peers'; with Blocks on 2 ranks, a chunk of
+ * rounds loads together (one peer's packets and this rank's own) and is
+ * waited for once. The wire is the general routine's
+ * (packet i of a block in slot 1 + i of the region), so ranks that take
+ * either routine for one call agree. */
 #define SNAC_SMALL_AR_CHUNK 4
-template <purlinDataType_t D, purlinRedOp_t O, typename Epoch, typename Tail>
+template <bool R, purlinDataType_t D, purlinRedOp_t O, bool Blocks = false, typename Epoch,
+          typename Tail>
 static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
                                                              const Epoch& epochOf,
                                                              const purlinLatencyArgs_t& a,
@@ -837,6 +870,13 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
   const int me = geo.rank, n = geo.nranks;
   const SnacSmallArShape s = snacSmallArShapeOf(t, a);
   const uint64_t g = s.g, G = s.G;
+  /* Bytes between the input's blocks for a collective that sends each
+   * peer its own block; 0 for one that sends the whole input. */
+  const uint64_t stride = Blocks && (a.layout.coll == purlinCollReduceScatter ||
+                                     a.layout.coll == purlinCollAllToAll)
+                              ? s.bytes
+                              : 0;
+  const char* ownIn = (const char*)a.sendbuff + (uint64_t)me * stride;
 
   tail.prefetch(g, s.has);
   const uint64_t epoch = epochOf();
@@ -847,19 +887,40 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
   int hp;
   char* heap = snacSmallArHeaderHeap(geo, g, G, &hp);
   if (heap != (char*)0) snacPacketStore((uint64_t*)(heap + mineAt), a.descriptor, flag);
+  if (stride == 0 || n == 2) {
+    /* One source for every peer: the whole input, or on 2 ranks the
+     * peer's block. */
+    const char* in = stride == 0 ? (const char*)a.sendbuff
+                                 : (const char*)a.sendbuff + (uint64_t)(1 - me) * stride;
 #pragma unroll
-  for (int c = 0; c < K; c += C) {
-    if ((uint64_t)c * G >= s.P) break;
-    uint64_t v[C];
+    for (int c = 0; c < K; c += C) {
+      if ((uint64_t)c * G >= s.P) break;
+      uint64_t v[C];
 #pragma unroll
-    for (int q = 0; q < C; ++q) v[q] = snacSmallArInput(a.sendbuff, g + (uint64_t)(c + q) * G, s);
+      for (int q = 0; q < C; ++q) v[q] = snacSmallArInput(in, g + (uint64_t)(c + q) * G, s);
 #pragma unroll
-    for (int q = 0; q < C; ++q) {
-      const uint64_t i = g + (uint64_t)(c + q) * G;
+      for (int q = 0; q < C; ++q) {
+        const uint64_t i = g + (uint64_t)(c + q) * G;
+        if (i >= s.P) break;
+#pragma unroll
+        for (int k = 1; k < LL_BATCH; ++k)
+          if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + i), v[q], flag);
+      }
+    }
+  } else {
+#pragma unroll 1
+    for (int j = 0; j < K; ++j) {
+      const uint64_t i = g + (uint64_t)j * G;
       if (i >= s.P) break;
+      uint64_t v[LL_BATCH] = {};
+#pragma unroll
+      for (int k = 1; k < LL_BATCH; ++k) {
+        const int d = me + k < n ? me + k : me + k - n;
+        if (k < n) v[k] = ((const uint64_t*)((const char*)a.sendbuff + (uint64_t)d * stride))[i];
+      }
 #pragma unroll
       for (int k = 1; k < LL_BATCH; ++k)
-        if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + i), v[q], flag);
+        if (k < n) snacPacketStore((uint64_t*)(geo.peer[k] + mineAt) + 2 * (1 + i), v[k], flag);
     }
   }
   tail.pushed();
@@ -878,6 +939,53 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
   SnacPacket hk[1] = {};
   if (heap != (char*)0) hk[0] = snacPacketLoad(hat[0]);
   bool ok = true;
+  if (Blocks && n == 2) {
+    /* One peer: its packets of SNAC_SMALL_AR_CHUNK rounds, and this
+     * rank's own, load together and are waited for together, a round
+     * trip per chunk instead of one per round. */
+    const int p = 1 - me;
+#pragma unroll 1
+    for (int c = 0; c < K; c += C) {
+      if ((uint64_t)c * G >= s.P) break;
+      const SnacPacketsOfPeer w = {
+          inbox + (uint64_t)p * geo.region + 16 * (1 + g + (uint64_t)c * G), 16 * G, p};
+      SnacPacket k[C] = {};
+      uint64_t own[C];
+      unsigned pending = 0;
+#pragma unroll
+      for (int q = 0; q < C; ++q) {
+        const uint64_t i = g + (uint64_t)(c + q) * G;
+        if (i < s.P && ok) {
+          k[q] = snacPacketLoad(w.at(q));
+          pending |= 1u << q;
+        }
+        own[q] = snacSmallArInput(ownIn, i, s);
+      }
+      if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
+      if (c == 0 && heap != (char*)0 && ok)
+        ok = snacSmallArHeaderOk(&st, build, flag, hw, hk, a.descriptor, hp);
+#pragma unroll
+      for (int q = 0; q < C; ++q) {
+        if ((uint64_t)(c + q) * G >= s.P) break;
+        const uint64_t i = g + (uint64_t)(c + q) * G;
+        const bool has = i < s.P && ok;
+        if constexpr (R) {
+          /* The peer's packet at its rank, picked without indexing by a
+           * variable. */
+          SnacPacket kr[LL_BATCH] = {};
+#pragma unroll
+          for (int r = 0; r < LL_BATCH; ++r)
+            if (r == p) kr[r] = k[q];
+          snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has, own[q], kr, tail);
+        } else if (has) {
+          char* out = (char*)a.recvbuff + 8 * i;
+          *(uint64_t*)(out + (uint64_t)me * s.bytes) = own[q];
+          *(uint64_t*)(out + (uint64_t)p * s.bytes) = k[q].value();
+        }
+      }
+    }
+    return epoch;
+  }
 #pragma unroll 1
   for (int j = 0; j < K; ++j) {
     if ((uint64_t)j * G >= s.P) break;
@@ -893,18 +1001,19 @@ static __device__ __forceinline__ uint64_t snacSmallArRounds(const SnacTeam& t,
         pending |= 1u << r;
       }
     }
-    const uint64_t own = has ? snacSmallArInput(a.sendbuff, i, s) : 0;
+    const uint64_t own = has ? snacSmallArInput(ownIn, i, s) : 0;
     if (pending != 0) ok = snacWaitPacketsWith<true>(&st, build, flag, w, pending, k);
-    if (j == 0 && heap != (char*)0 && ok) {
-      ok = snacWaitPacketsWith<true>(&st, build, flag, hw, 1u, hk);
-      if (ok && hk[0].value() != a.descriptor) {
-        build(&st);
-        snacRaise(&st, (uint32_t)purlinInvalidUsage, PURLIN_ERROR_WAIT_MISMATCH, hp,
-                  hk[0].value());
-        ok = false;
-      }
+    if (j == 0 && heap != (char*)0 && ok)
+      ok = snacSmallArHeaderOk(&st, build, flag, hw, hk, a.descriptor, hp);
+    if constexpr (R) {
+      snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has && ok, own, k, tail);
+    } else if (has && ok) {
+      /* Blocks are whole packets: packet i of block r at 8 i. */
+      char* out = (char*)a.recvbuff + 8 * i;
+#pragma unroll
+      for (int r = 0; r < LL_BATCH; ++r)
+        if (r < n) *(uint64_t*)(out + (uint64_t)r * s.bytes) = r == me ? own : k[r].value();
     }
-    snacSmallArSums<D, O>(t, a, s, geo, epoch, i, has && ok, own, k, tail);
   }
   return epoch;
 }
@@ -917,7 +1026,8 @@ static __device__ __forceinline__ uint64_t snacLatencyAllReduceOn(const SnacTeam
                                                                   const purlinLatencyArgs_t& a,
                                                                   const SnacSmallArGeometry& geo,
                                                                   Tail& tail) {
-  if (snacSmallArShapeOf(t, a).rounds()) return snacSmallArRounds<D, O>(t, epochOf, a, geo, tail);
+  if (snacSmallArShapeOf(t, a).rounds())
+    return snacSmallArRounds<true, D, O>(t, epochOf, a, geo, tail);
   const SnacSmallArPushed pushed = snacSmallArPush(t, epochOf, a, geo, tail);
   return snacSmallArConsume<D, O>(t, a, geo, pushed, tail);
 }

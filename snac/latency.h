@@ -73,17 +73,20 @@ PURLIN_LATENCY_HD int purlinLatencySmallArFits(int nranks, uint64_t bytes, uint6
  * AllToAll of `bytes` per block over `nranks` on a resident executor's
  * team of `threads` threads: the small AllReduce's packets in registers
  * (snac/latency.cuh), with ReduceScatter and AllToAll sending peer d block
- * d of the input. One packet per thread (no rounds), whole packets (a
+ * d of the input. At most PURLIN_LATENCY_SMALL_AR_PACKETS packets per
+ * thread (rounds past the first, as the AllReduce's), whole packets (a
  * block of a multiple of 8 bytes, so every block starts 8-byte aligned),
- * few ranks, 8-byte aligned buffers. The capacity check is the caller's,
- * as above. */
+ * few ranks, 8-byte aligned buffers. `threads` may be UINT64_MAX (any
+ * team). The capacity check is the caller's, as above. */
 PURLIN_LATENCY_HD int purlinLatencySmallBlocksFits(purlinCollective_t coll, int nranks,
                                                    uint64_t bytes, uint64_t threads,
                                                    int aligned8) {
+  const uint64_t packets = bytes / 8;
   return (coll == purlinCollAllGather || coll == purlinCollReduceScatter ||
           coll == purlinCollAllToAll) &&
          nranks <= PURLIN_LATENCY_SMALL_AR_RANKS && aligned8 && bytes % 8 == 0 &&
-         bytes / 8 <= threads;
+         (packets + PURLIN_LATENCY_SMALL_AR_PACKETS - 1) / PURLIN_LATENCY_SMALL_AR_PACKETS <=
+             threads;
 }
 
 /* Payload bytes one (source, destination) region carries: the latency

@@ -279,6 +279,18 @@ struct SnacPacketsStrided {
   __device__ __forceinline__ int from(int j) const { return j; }
 };
 
+/* Packet j at base + j x stride bytes, every one from peer `peer`: one
+ * peer's packets of several rounds. */
+struct SnacPacketsOfPeer {
+  const char* base;
+  uint64_t stride;
+  int peer;
+  __device__ __forceinline__ const uint64_t* at(int j) const {
+    return (const uint64_t*)(base + (uint64_t)j * stride);
+  }
+  __device__ __forceinline__ int from(int j) const { return (void)j, peer; }
+};
+
 /* Packet j at base + ((me + j) mod n) x stride bytes, from peer (me + j)
  * mod n: packets indexed by their distance from this rank, so that a
  * caller holding per-peer values in registers indexes both alike. */

@@ -886,6 +886,13 @@ static void watchdogCase(void) {
 }
 
 int main(void) {
+  /* Before CUDA starts: the streams case drives 8 ranks from one thread on
+   * two streams each, 16 streams whose calls wait for one another, more
+   * than CUDA's default 8 hardware queues. Two streams that share a queue
+   * serialise: a rank's call on one waits behind another rank's call that
+   * waits for it, and the group times out (seen on an H100 run without
+   * this: bench/results/2026-12-06-small-rounds/r3; README, Eager mode). */
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (gpuTestDeviceCount("fault_test") == 0) return 0;
   GPU_CUDA_OK(cudaSetDevice(0));
   /* This test's kernels loaded now: a kernel loaded lazily at its first

@@ -101,12 +101,14 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                   (uint64_t)PURLIN_LATENCY_SMALL_AR_PACKETS * plan.ctas * plan.threads);
     }
     if (plan.smallBlocks) {
-      /* A resident executor's uniform form, one whole packet per thread. */
+      /* A resident executor's uniform form, whole packets, at most
+       * PURLIN_LATENCY_SMALL_AR_PACKETS a thread. */
       FUZZ_ASSERT(f.executorCtas > 0 && !plan.smallAllReduce && s.aligned8);
       FUZZ_ASSERT(s.coll == purlinCollAllGather || s.coll == purlinCollReduceScatter ||
                   s.coll == purlinCollAllToAll);
       FUZZ_ASSERT(s.nranks <= PURLIN_LATENCY_SMALL_AR_RANKS && s.maxBlockBytes % 8 == 0);
-      FUZZ_ASSERT(s.maxBlockBytes / 8 <= (uint64_t)plan.ctas * plan.threads);
+      FUZZ_ASSERT(s.maxBlockBytes / 8 <=
+                  (uint64_t)PURLIN_LATENCY_SMALL_AR_PACKETS * plan.ctas * plan.threads);
     }
     return 0;
   }

@@ -341,92 +341,102 @@ static void bits(int n, bool all) {
 }
 
 /* The uniform forms' small routine in a session (blocks of whole packets,
- * one per thread): in place (AllGather's input at its block of the
- * output, ReduceScatter's output at its block of the input), and with
- * rank 0's buffers 2 bytes off 8-byte alignment, so that rank 0 takes the
- * general routine for the call while its peers take the small one. Every
- * rank's buffer after the session equals its buffer after the same calls
- * eagerly, bit for bit. */
+ * one per thread, and several: its rounds): in place (AllGather's input
+ * at its block of the output, ReduceScatter's output at its block of the
+ * input), and with rank 0's buffers 2 bytes off 8-byte alignment, so that
+ * rank 0 takes the general routine for the call while its peers take the
+ * small one. Every rank's buffer after the session equals its buffer
+ * after the same calls eagerly, bit for bit. */
 static void blocksCase(int n) {
   World w = makeWorld(n, 8, 10000);
-  const size_t count = 256; /* 512-byte bf16 blocks, 64 packets */
+  /* bf16 blocks: 64 packets (one per thread); and, on the 8 megakernel
+   * CTAs' 4096 threads, 5096 packets (2 rounds, the second ragged; 8
+   * ranks' latency limit is 64 KiB a block) and, on 2 ranks, 9192 and
+   * 28677 (3 and 8 rounds: the most a thread takes). */
+  std::vector<size_t> counts = {256, 4 * (4096 + 1000)};
+  if (n == 2) {
+    counts.push_back(4 * (2 * 4096 + 1000));
+    counts.push_back(4 * (7 * 4096 + 5));
+  }
   const Coll colls[] = {kAllGather, kReduceScatter, kAllToAll};
   const int before = failures;
   int calls = 0;
-  for (int skew = 0; skew < 2; ++skew) {
-    for (Coll c : colls) {
-      /* An in-place AllToAll is not a call purlin takes. */
-      if (!skew && c == kAllToAll) continue;
-      for (purlinRedOp_t op : {purlinSum, purlinMax}) {
-        if (c != kReduceScatter && op != purlinSum) continue;
-        Shape sh;
-        sh.coll = c;
-        sh.dtype = purlinBfloat16;
-        sh.op = op;
-        sh.count = count;
-        size_t ic = 0, oc = 0;
-        elemCounts(sh, n, 0, &ic, &oc);
-        /* One buffer per rank and mode holds input and output: in place,
-         * the larger of them; skewed, both side by side, from byte 2 of
-         * rank 0's. */
-        const size_t bytes = skew ? (ic + oc) * 2 + 16 : (ic > oc ? ic : oc) * 2;
-        std::vector<std::vector<void*>> buf(2, std::vector<void*>(n));
-        std::vector<std::vector<unsigned char>> init(n);
-        for (int r = 0; r < n; ++r) {
-          init[r].resize(bytes);
-          fillInput(init[r], purlinBfloat16, 7919u * (uint64_t)(calls + 1) + (uint64_t)r);
-          for (int m = 0; m < 2; ++m) {
-            GPU_CUDA_OK(cudaMalloc(&buf[m][r], bytes));
-            GPU_CUDA_OK(cudaMemcpy(buf[m][r], init[r].data(), bytes, cudaMemcpyHostToDevice));
-          }
-        }
-        GPU_CUDA_OK(cudaDeviceSynchronize());
-        for (int m = 0; m < 2; ++m) {
+  for (size_t count : counts) {
+    for (int skew = 0; skew < 2; ++skew) {
+      for (Coll c : colls) {
+        /* An in-place AllToAll is not a call purlin takes. */
+        if (!skew && c == kAllToAll) continue;
+        for (purlinRedOp_t op : {purlinSum, purlinMax}) {
+          if (c != kReduceScatter && op != purlinSum) continue;
+          Shape sh;
+          sh.coll = c;
+          sh.dtype = purlinBfloat16;
+          sh.op = op;
+          sh.count = count;
+          size_t ic = 0, oc = 0;
+          elemCounts(sh, n, 0, &ic, &oc);
+          /* One buffer per rank and mode holds input and output: in place,
+           * the larger of them; skewed, both side by side, from byte 2 of
+           * rank 0's. */
+          const size_t bytes = skew ? (ic + oc) * 2 + 16 : (ic > oc ? ic : oc) * 2;
+          std::vector<std::vector<void*>> buf(2, std::vector<void*>(n));
+          std::vector<std::vector<unsigned char>> init(n);
           for (int r = 0; r < n; ++r) {
-            char* b = (char*)buf[m][r];
-            const void* in = b;
-            void* out = b;
-            if (skew) {
-              const size_t off = r == 0 ? 2 : 0;
-              in = b + off;
-              out = b + off + ic * 2 + 8;
-            } else if (c == kAllGather) {
-              in = b + (size_t)r * count * 2;
-            } else {
-              out = b + (size_t)r * count * 2;
+            init[r].resize(bytes);
+            fillInput(init[r], purlinBfloat16, 7919u * (uint64_t)(calls + 1) + (uint64_t)r);
+            for (int m = 0; m < 2; ++m) {
+              GPU_CUDA_OK(cudaMalloc(&buf[m][r], bytes));
+              GPU_CUDA_OK(cudaMemcpy(buf[m][r], init[r].data(), bytes, cudaMemcpyHostToDevice));
             }
-            if (m == 1) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
-            const purlinResult_t res = issue(sh, in, out, w.comms[r], w.streams[r]);
-            EXPECT(res == purlinSuccess, "blocks: rank %d coll %d skew %d mode %d: %s %s", r, c,
-                   skew, m, purlinGetErrorName(res), purlinGetLastError(w.comms[r]));
-            if (m == 1) GPU_PURLIN_OK(purlinSessionEnd(w.comms[r], w.streams[r]));
           }
-          for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
+          GPU_CUDA_OK(cudaDeviceSynchronize());
+          for (int m = 0; m < 2; ++m) {
+            for (int r = 0; r < n; ++r) {
+              char* b = (char*)buf[m][r];
+              const void* in = b;
+              void* out = b;
+              if (skew) {
+                const size_t off = r == 0 ? 2 : 0;
+                in = b + off;
+                out = b + off + ic * 2 + 8;
+              } else if (c == kAllGather) {
+                in = b + (size_t)r * count * 2;
+              } else {
+                out = b + (size_t)r * count * 2;
+              }
+              if (m == 1) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
+              const purlinResult_t res = issue(sh, in, out, w.comms[r], w.streams[r]);
+              EXPECT(res == purlinSuccess, "blocks: rank %d coll %d skew %d mode %d: %s %s", r, c,
+                     skew, m, purlinGetErrorName(res), purlinGetLastError(w.comms[r]));
+              if (m == 1) GPU_PURLIN_OK(purlinSessionEnd(w.comms[r], w.streams[r]));
+            }
+            for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
+          }
+          for (int r = 0; r < n; ++r) {
+            purlinResult_t a = purlinSuccess;
+            GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
+            EXPECT(a == purlinSuccess, "blocks: rank %d: %s", r, purlinGetLastError(w.comms[r]));
+            std::vector<unsigned char> e(bytes), s(bytes);
+            GPU_CUDA_OK(cudaMemcpy(e.data(), buf[0][r], bytes, cudaMemcpyDeviceToHost));
+            GPU_CUDA_OK(cudaMemcpy(s.data(), buf[1][r], bytes, cudaMemcpyDeviceToHost));
+            size_t bad = bytes;
+            for (size_t i = 0; i < bytes && bad == bytes; ++i)
+              if (e[i] != s[i]) bad = i;
+            /* The calls wrote something: the eager buffer is not its input. */
+            EXPECT(bad == bytes && e != init[r],
+                   "blocks: n=%d count %zu coll %d op %d skew %d rank %d: session differs from "
+                   "eager at byte %zu of %zu, or the call wrote nothing",
+                   n, count, c, op, skew, r, bad, bytes);
+            for (int m = 0; m < 2; ++m) GPU_CUDA_OK(cudaFree(buf[m][r]));
+          }
+          ++calls;
         }
-        for (int r = 0; r < n; ++r) {
-          purlinResult_t a = purlinSuccess;
-          GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
-          EXPECT(a == purlinSuccess, "blocks: rank %d: %s", r, purlinGetLastError(w.comms[r]));
-          std::vector<unsigned char> e(bytes), s(bytes);
-          GPU_CUDA_OK(cudaMemcpy(e.data(), buf[0][r], bytes, cudaMemcpyDeviceToHost));
-          GPU_CUDA_OK(cudaMemcpy(s.data(), buf[1][r], bytes, cudaMemcpyDeviceToHost));
-          size_t bad = bytes;
-          for (size_t i = 0; i < bytes && bad == bytes; ++i)
-            if (e[i] != s[i]) bad = i;
-          /* The calls wrote something: the eager buffer is not its input. */
-          EXPECT(bad == bytes && e != init[r],
-                 "blocks: n=%d coll %d op %d skew %d rank %d: session differs from eager at "
-                 "byte %zu of %zu, or the call wrote nothing",
-                 n, c, op, skew, r, bad, bytes);
-          for (int m = 0; m < 2; ++m) GPU_CUDA_OK(cudaFree(buf[m][r]));
-        }
-        ++calls;
       }
     }
   }
   destroyWorld(&w);
-  printf("%s blocks: %d ranks, %d calls in place and with rank 0 unaligned: %s\n",
-         failures == before ? "ok  " : "FAIL", n, calls,
+  printf("%s blocks: %d ranks, %d calls of %zu sizes in place and with rank 0 unaligned: %s\n",
+         failures == before ? "ok  " : "FAIL", n, calls, counts.size(),
          failures == before ? "session equals eager" : "differences above");
 }
 

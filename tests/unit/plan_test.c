@@ -400,10 +400,14 @@ int main(void) {
       S.nranks = 9;
       checkBlocks(4096, 1, 512, 0);
       S.nranks = 8;
-      /* More packets than the executor's threads (8 x 512): general. */
+      /* Past a packet per thread of the executor (8 x 512), rounds: to
+       * PURLIN_LATENCY_SMALL_AR_PACKETS a thread; past them, general. */
       F.forcedPath = purlinPathLatency;
       checkBlocks(32768, 8, 512, 1);
-      checkBlocks(32776, 8, 512, 0);
+      checkBlocks(32776, 8, 512, 1);
+      checkBlocks(8 * 32768, 8, 512, 1);
+      checkBlocks(8 * 32768 + 8, 8, 512, 0);
+      checkBlocks(8 * 32768 + 4, 8, 512, 0); /* not whole packets */
       F.forcedPath = purlinPathAuto;
       /* An eager launch: the general routine. */
       F.executorCtas = 0;
