@@ -206,6 +206,30 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
   return per < 32 ? 32 : (int)per;
 }
 
+/* Two ranks on a resident executor: the small routine's rounds
+ * (snacSmallArRounds) wait for a chunk of SNAC_SMALL_AR_CHUNK rounds at
+ * once, so a call they take costs about one round trip more per chunk,
+ * and stays on the latency path to PLAN_RESIDENT_PAIR_LIMIT, as far as
+ * they hold it on the executor (PURLIN_LATENCY_SMALL_AR_PACKETS a
+ * thread): an AllReduce, or a uniform form of whole packets. Returns 0
+ * for any other call. Measured with 2 ranks on one H100, megakernelCtas
+ * 16 (bench/results/2026-12-06-small-rounds): AllReduce of 256 KiB took
+ * 13.7-13.8 us in a session on the throughput path (the limit scaled to
+ * 128 KiB), 1.53-1.56 x the eager call's 8.97. */
+#define PLAN_RESIDENT_PAIR_LIMIT ((uint64_t)512 << 10)
+static uint64_t residentPairLimit(const purlinPlanShape_t* s, const purlinPlanFacts_t* f) {
+  if (s->nranks != 2 || s->deviceCounts || s->maxBlockBytes > PLAN_RESIDENT_PAIR_LIMIT) return 0;
+  /* Whether the rounds would take it on aligned buffers: the same on
+   * every rank (an unaligned rank takes the general routine, and agrees
+   * on the wire). */
+  const uint64_t threads = (uint64_t)f->executorCtas * (uint64_t)f->executorThreads;
+  const int takes =
+      s->coll == purlinCollAllReduce
+          ? purlinLatencySmallArFits(s->nranks, s->maxBlockBytes, threads, 1)
+          : purlinLatencySmallBlocksFits(s->coll, s->nranks, s->maxBlockBytes, threads, 1);
+  return takes ? PLAN_RESIDENT_PAIR_LIMIT : 0;
+}
+
 /* The latency limit of a call on a resident executor with fewer CTAs than
  * an eager call's most. AllReduce, and every collective past the ranks
  * the session geometry serves (PURLIN_LATENCY_SMALL_AR_RANKS: there the
@@ -241,8 +265,11 @@ static uint64_t residentLatencyLimit(const purlinPlanShape_t* s, const purlinPla
   const int eager = latencyMaxCtas(f);
   const int scales =
       s->coll == purlinCollAllReduce || s->nranks > PURLIN_LATENCY_SMALL_AR_RANKS;
-  if (!scales || f->executorCtas >= eager) return limit;
-  return limit * (uint64_t)f->executorCtas / (uint64_t)eager;
+  const uint64_t scaled = !scales || f->executorCtas >= eager
+                              ? limit
+                              : limit * (uint64_t)f->executorCtas / (uint64_t)eager;
+  const uint64_t pair = residentPairLimit(s, f);
+  return pair > scaled ? pair : scaled;
 }
 
 static void planLatency(const purlinPlanShape_t* s, const purlinPlanFacts_t* f, purlinPlan_t* p) {

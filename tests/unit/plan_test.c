@@ -451,6 +451,52 @@ int main(void) {
   S.maxBlockBytes = 256 << 10;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.path, purlinPathLatency);
+  /* Two ranks on the GPU (eager: 32 CTAs each), a session's 16 CTAs of
+   * 512: what the small routine's rounds hold (8 packets a thread, waited
+   * for in chunks on 2 ranks) keeps the latency path to 512 KiB, for an
+   * AllReduce (not the scaled 128 KiB) and the uniform forms of whole
+   * packets (not the eager 256 KiB); the V forms and blocks that are not
+   * whole packets keep the eager limit. */
+  S.nranks = 2;
+  F.ranksOnDevice = 2;
+  F.executorCtas = 16;
+  checkLatencyEdge(purlinCollAllReduce, 512 << 10);
+  checkLatencyEdge(purlinCollAllGather, 512 << 10);
+  checkLatencyEdge(purlinCollReduceScatter, 512 << 10);
+  checkLatencyEdge(purlinCollAllToAll, 512 << 10);
+  checkLatencyEdge(purlinCollAllGatherV, 256 << 10);
+  checkLatencyEdge(purlinCollAllToAllV, 256 << 10);
+  S.coll = purlinCollAllGather;
+  S.maxBlockBytes = (256 << 10) + 4;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathThroughput);
+  /* Unaligned buffers on this rank: the same path as its peers, on the
+   * general routine. */
+  S.maxBlockBytes = 512 << 10;
+  S.aligned8 = 0;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  CHECK_EQ_INT(c.smallBlocks, 0);
+  S.aligned8 = 1;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.smallBlocks, 1);
+  S.coll = purlinCollAllReduce;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.ctas, 16);
+  CHECK_EQ_INT(c.threads, 512);
+  CHECK_EQ_INT(c.smallAllReduce, 1);
+  /* 4 CTAs hold 128 KiB in rounds: AllReduce to there, then the throughput
+   * path (its scaled limit, 32 KiB, is below); AllGather keeps 256 KiB. */
+  F.executorCtas = 4;
+  checkLatencyEdge(purlinCollAllReduce, 128 << 10);
+  checkLatencyEdge(purlinCollAllGather, 256 << 10);
+  /* Three ranks: no chunks, the limits as before. */
+  S.nranks = 3;
+  F.ranksOnDevice = 3;
+  F.executorCtas = 16;
+  checkLatencyEdge(purlinCollAllReduce, (256 << 10) * 16 / 32);
+  S.nranks = 8;
+  F.ranksOnDevice = 8;
   F.executorCtas = 8;
   F.ranksOnDevice = 1;
   /* Up to PURLIN_LATENCY_SMALL_AR_PACKETS packets per thread: still the
