@@ -213,9 +213,11 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
  * they hold it on the executor (PURLIN_LATENCY_SMALL_AR_PACKETS a
  * thread): an AllReduce, or a uniform form of whole packets. Returns 0
  * for any other call. Measured with 2 ranks on one H100, megakernelCtas
- * 16 (bench/results/2026-12-06-small-rounds): AllReduce of 256 KiB took
- * 13.7-13.8 us in a session on the throughput path (the limit scaled to
- * 128 KiB), 1.53-1.56 x the eager call's 8.97. */
+ * 16, session call with its wait (bench/results/2026-12-06-pair-limit):
+ * AllReduce of 256 KiB 13.6-13.8 -> 8.3-8.4 us (eager 8.9), 512 KiB
+ * 14.6-14.8 -> 12.0 (eager 15.9); AllGather and AllToAll of 1 MiB (512
+ * KiB blocks) 12.5-13.0 -> 10.0, ReduceScatter 12.3 -> 11.9 (eager
+ * 12.3-12.6); the throughput path on the megakernel's 16 CTAs before. */
 #define PLAN_RESIDENT_PAIR_LIMIT ((uint64_t)512 << 10)
 static uint64_t residentPairLimit(const purlinPlanShape_t* s, const purlinPlanFacts_t* f) {
   if (s->nranks != 2 || s->deviceCounts || s->maxBlockBytes > PLAN_RESIDENT_PAIR_LIMIT) return 0;
