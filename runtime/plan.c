@@ -217,10 +217,16 @@ static int planLatencyThreads(const purlinPlanShape_t* s, const purlinPlanFacts_
  * AllReduce of 256 KiB 13.6-13.8 -> 8.3-8.4 us (eager 8.9), 512 KiB
  * 14.6-14.8 -> 12.0 (eager 15.9); AllGather and AllToAll of 1 MiB (512
  * KiB blocks) 12.5-13.0 -> 10.0, ReduceScatter 12.3 -> 11.9 (eager
- * 12.3-12.6); the throughput path on the megakernel's 16 CTAs before. */
+ * 12.3-12.6); the throughput path on the megakernel's 16 CTAs before.
+ * Only where the two ranks share a GPU, as measured: with one rank a GPU
+ * every chunk's round trip crosses NVLink, and no machine of several GPUs
+ * has been lent to measure it (issue 18), so those keep the limits as
+ * before. */
 #define PLAN_RESIDENT_PAIR_LIMIT ((uint64_t)512 << 10)
 static uint64_t residentPairLimit(const purlinPlanShape_t* s, const purlinPlanFacts_t* f) {
-  if (s->nranks != 2 || s->deviceCounts || s->maxBlockBytes > PLAN_RESIDENT_PAIR_LIMIT) return 0;
+  if (s->nranks != 2 || f->ranksOnDevice != 2 || s->deviceCounts ||
+      s->maxBlockBytes > PLAN_RESIDENT_PAIR_LIMIT)
+    return 0;
   /* Whether the rounds would take it on aligned buffers: the same on
    * every rank (an unaligned rank takes the general routine, and agrees
    * on the wire). */

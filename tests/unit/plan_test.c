@@ -490,6 +490,14 @@ int main(void) {
   F.executorCtas = 4;
   checkLatencyEdge(purlinCollAllReduce, 128 << 10);
   checkLatencyEdge(purlinCollAllGather, 256 << 10);
+  /* One rank a GPU (unmeasured across GPUs): the limits as before, on 16
+   * CTAs (an eager call's 32): AllReduce scaled to 128 KiB, AllGather the
+   * eager 256 KiB. */
+  F.ranksOnDevice = 1;
+  F.executorCtas = 16;
+  checkLatencyEdge(purlinCollAllReduce, 128 << 10);
+  checkLatencyEdge(purlinCollAllGather, 256 << 10);
+  F.ranksOnDevice = 2;
   /* Three ranks: no chunks, the limits as before. */
   S.nranks = 3;
   F.ranksOnDevice = 3;
