@@ -238,8 +238,12 @@ static uint64_t residentPairLimit(const purlinPlanShape_t* s, const purlinPlanFa
   return takes ? PLAN_RESIDENT_PAIR_LIMIT : 0;
 }
 
-/* The latency limit of a call on a resident executor with fewer CTAs than
- * an eager call's most. AllReduce, and every collective past the ranks
+/* The latency limit of a call on a resident executor: the eager limit,
+ * scaled where the executor has fewer CTAs than an eager call's most, and
+ * at least residentPairLimit (2 ranks on one GPU, whatever the executor's
+ * CTAs: measured on 16; a configured megakernelCtas of 8 takes AllReduce
+ * from 64 to 256 KiB, and an unaligned rank runs the general routine
+ * there, unmeasured). AllReduce, and every collective past the ranks
  * the session geometry serves (PURLIN_LATENCY_SMALL_AR_RANKS: there the
  * executor runs snacLatencyRun), scale the eager limit by the executor's
  * CTAs over the eager call's, since both paths' crossover moves with the

@@ -74,6 +74,17 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const int resident = f.executorCtas > 0;
+  /* Every rank plans the same path, CTAs and threads: aligned8 is the
+   * only input a rank may see alone (its own buffers). */
+  {
+    purlinPlanShape_t o = s;
+    o.aligned8 = !s.aligned8;
+    purlinPlan_t other;
+    memset(&other, 0, sizeof other);
+    FUZZ_ASSERT(purlinPlanMake(&o, &f, &other) == purlinSuccess);
+    FUZZ_ASSERT(other.path == plan.path && other.ctas == plan.ctas &&
+                other.threads == plan.threads);
+  }
   FUZZ_ASSERT(plan.path == purlinPathLatency || plan.path == purlinPathThroughput);
   FUZZ_ASSERT(plan.ctas >= 1 && plan.threads >= 32 && plan.threads % 32 == 0);
   if (resident) {

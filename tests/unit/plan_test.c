@@ -485,6 +485,13 @@ int main(void) {
   CHECK_EQ_INT(c.ctas, 16);
   CHECK_EQ_INT(c.threads, 512);
   CHECK_EQ_INT(c.smallAllReduce, 1);
+  S.aligned8 = 0; /* the same path and shape, on the general routine */
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.path, purlinPathLatency);
+  CHECK_EQ_INT(c.ctas, 16);
+  CHECK_EQ_INT(c.threads, 512);
+  CHECK_EQ_INT(c.smallAllReduce, 0);
+  S.aligned8 = 1;
   /* 4 CTAs hold 128 KiB in rounds: AllReduce to there, then the throughput
    * path (its scaled limit, 32 KiB, is below); AllGather keeps 256 KiB. */
   F.executorCtas = 4;
@@ -497,7 +504,6 @@ int main(void) {
   F.executorCtas = 16;
   checkLatencyEdge(purlinCollAllReduce, 128 << 10);
   checkLatencyEdge(purlinCollAllGather, 256 << 10);
-  F.ranksOnDevice = 2;
   /* Three ranks: no chunks, the limits as before. */
   S.nranks = 3;
   F.ranksOnDevice = 3;
