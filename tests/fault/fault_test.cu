@@ -891,7 +891,7 @@ int main(void) {
    * than CUDA's default 8 hardware queues. Two streams that share a queue
    * serialise: a rank's call on one waits behind another rank's call that
    * waits for it, and the group times out (seen on an H100 run without
-   * this: bench/results/2026-12-06-small-rounds/r3; README, Eager mode). */
+   * this: bench/results/2026-12-06-small-rounds/r3; README, Limits: streams). */
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (gpuTestDeviceCount("fault_test") == 0) return 0;
   GPU_CUDA_OK(cudaSetDevice(0));
