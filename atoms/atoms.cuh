@@ -30,6 +30,26 @@ struct purlinAtomGenericT {
   static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
                                               int nthreads, int bar, void* smem) {
     (void)bar, (void)smem;
+    purlinGenericAtomCopy(dst, src, bytes, tid, nthreads);
+  }
+  template <purlinDataType_t D, purlinRedOp_t O>
+  static __device__ __forceinline__ void reduce(void* const* dsts, int ndst,
+                                                const void* const* srcs, int nsrc, size_t count,
+                                                int tid, int nthreads, int bar, void* smem) {
+    (void)bar, (void)smem;
+    purlinGenericAtomReduce<D, O>(dsts, ndst, srcs, nsrc, count, tid, nthreads);
+  }
+};
+
+/* The generic datapath as the pipelined Atoms' fallback has it (simple
+ * scalar paths on unaligned pointers): what the throughput routines run,
+ * beside any Atom, for pieces below the plan's smallBytes. Not the generic
+ * Atom: its fast unaligned paths are calls, and a call anywhere in a
+ * pipelined routine slowed that routine's aligned loops (generic.cuh). */
+struct purlinAtomSmallT {
+  static __device__ __forceinline__ void copy(void* dst, const void* src, size_t bytes, int tid,
+                                              int nthreads, int bar, void* smem) {
+    (void)bar, (void)smem;
     purlinGenericCopy(dst, src, bytes, tid, nthreads);
   }
   template <purlinDataType_t D, purlinRedOp_t O>

@@ -248,11 +248,15 @@ extern "C" cudaError_t purlinNodeResident(purlinDevComm_t* dc, int ctas, cudaStr
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t purlinNodePreload(void) {
-  cudaFuncAttributes a;
-  cudaError_t e = cudaFuncGetAttributes(&a, enqueueKernel<1>);
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, enqueueKernel<PURLIN_THROUGHPUT_MAX_COUNTS>);
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, waitAllKernel);
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, residentKernel);
-  return e;
+extern "C" cudaError_t purlinNodePreload(size_t* localBytes) {
+  const void* kernels[] = {(const void*)enqueueKernel<1>,
+                           (const void*)enqueueKernel<PURLIN_THROUGHPUT_MAX_COUNTS>,
+                           (const void*)waitAllKernel, (const void*)residentKernel};
+  for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; ++i) {
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, kernels[i]);
+    if (e != cudaSuccess) return e;
+    if (a.localSizeBytes > *localBytes) *localBytes = a.localSizeBytes;
+  }
+  return cudaSuccess;
 }

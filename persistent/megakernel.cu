@@ -28,12 +28,13 @@ extern "C" int purlinMegakernelSmemBytes(purlinAtomKind_t atom) {
   return atom == purlinAtomHopper ? purlinAtomHopperResidentT::smemBytes : 0;
 }
 
-extern "C" cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom) {
+extern "C" cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom, size_t* localBytes) {
   void (*k)(purlinDevComm_t*, uint32_t) = megakernelOf(atom);
   if (k == NULL) return cudaErrorInvalidValue;
   cudaFuncAttributes a;
   cudaError_t e = cudaFuncGetAttributes(&a, k);
   if (e != cudaSuccess) return e;
+  if (a.localSizeBytes > *localBytes) *localBytes = a.localSizeBytes;
   return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               purlinMegakernelSmemBytes(atom));
 }

@@ -132,8 +132,10 @@ cudaError_t purlinMegakernelLaunch(purlinDevComm_t* dc, purlinAtomKind_t atom, i
 
 /* Loads the megakernel of `atom` on the current device (and sets its
  * shared-memory attribute), so that launching it never waits for a
- * module load. */
-cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom);
+ * module load. `*localBytes` is raised to the largest
+ * per-thread local memory (stack) of the megakernel (see
+ * snac/throughput.h, purlinThroughputPreload). */
+cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom, size_t* localBytes);
 
 #ifdef __cplusplus
 }

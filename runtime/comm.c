@@ -204,12 +204,29 @@ static purlinResult_t commFail(struct purlinComm* comm, purlinResult_t res) {
  * timeout (python/examples/quickstart.py --ranks 8). */
 static purlinResult_t preloadEager(int device) {
   int major = 0;
+  size_t localBytes = 0;
   PURLIN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  PURLIN_CUDA_CHECK(purlinLatencyPreload());
-  PURLIN_CUDA_CHECK(purlinFusedPreload());
-  PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomGeneric));
-  if (major >= 8) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomAmpere));
-  if (major >= 9) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomHopper));
+  PURLIN_CUDA_CHECK(purlinLatencyPreload(&localBytes));
+  PURLIN_CUDA_CHECK(purlinFusedPreload(&localBytes));
+  PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomGeneric, &localBytes));
+  if (major >= 8) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomAmpere, &localBytes));
+  if (major >= 9) PURLIN_CUDA_CHECK(purlinThroughputPreload(purlinAtomHopper, &localBytes));
+  return purlinStackFit(localBytes);
+}
+
+/* A kernel whose stack (local memory a thread) passes the context's stack
+ * limit makes its launch grow the context's local memory, and that waits
+ * for the kernels resident then: with several ranks of one process on a GPU
+ * those are peers waiting for this launch, and in a session the megakernel
+ * itself -- a hang, not a slow call (bench/results/2026-12-06-unaligned-
+ * atoms: a 1152-byte frame against the default 1024). So the limit is
+ * raised here, before any of them runs, to the largest frame the preloads
+ * read; on the current device, never lowered. Raising it waits for the
+ * device's running kernels, which the callers run before any of theirs. */
+purlinResult_t purlinStackFit(size_t localBytes) {
+  size_t limit = 0;
+  PURLIN_CUDA_CHECK(cudaDeviceGetLimit(&limit, cudaLimitStackSize));
+  if (localBytes > limit) PURLIN_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, localBytes));
   return purlinSuccess;
 }
 

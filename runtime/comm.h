@@ -158,6 +158,11 @@ typedef struct purlinRankInfo_t {
 purlinResult_t purlinRankInfoCheck(const purlinRankInfo_t* info, int nranks, const char* fn);
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it. */
+/* Raises the current device's stack limit (cudaLimitStackSize) to
+ * `localBytes` when below it: the largest per-thread local memory of the
+ * kernels just preloaded (comm.c says why). */
+purlinResult_t purlinStackFit(size_t localBytes);
+
 void purlinUuidText(const unsigned char uuid[16], char text[41]);
 
 #ifdef __cplusplus

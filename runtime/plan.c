@@ -337,6 +337,17 @@ static void planThroughput(const purlinPlanShape_t* s, const purlinPlanFacts_t* 
   p->atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, s->outBytes).atom;
   if (resident && purlinAtomGetInfo(p->atom)->dynamicSmemBytes > f->executorSmemBytes)
     p->atom = purlinAtomGeneric;
+  /* A block that does not start 16-byte aligned is beyond the pipelined
+   * Atoms (bulk and cp.async copies move aligned 16-byte units); their
+   * fallback is the generic Atom's simple scalar path, and the generic
+   * Atom's own unaligned paths are 1.2-2.6 x faster (8 ranks on one H100,
+   * eager AllToAllV of 62 MiB 960 -> 430 us, ReduceScatterV of 64 MiB 939
+   * -> 365: bench/results/2026-12-06-unaligned-atoms-noinline). Behind the
+   * pipelined Atoms those paths slowed their aligned loops, so eager calls
+   * choose the Atom instead. An Atom is each rank's own: CTAs, threads and
+   * windows do not depend on it, so ranks may differ. The megakernel runs
+   * one Atom, compiled in. */
+  if (!resident && !s->aligned16) p->atom = purlinAtomGeneric;
 }
 
 purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
@@ -387,6 +398,25 @@ purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_
   return purlinSuccess;
 }
 
+/* Whether every block of the call starts 16-byte aligned in both buffers:
+ * the buffers are, and so is every block offset (AllReduce's owner chunks
+ * are by construction, PURLIN_LAYOUT_CHUNK_ALIGN; the other forms' offsets
+ * are sums of the counts before them, so every count but the last of each
+ * sum counts: AllGatherV's and ReduceScatterV's but the last rank's,
+ * AllToAllV's but the one from the last rank to the last). Counts in
+ * device memory are unknown here: 1, which keeps the GPU generation's Atom
+ * (its fallback takes any pointer). */
+static int blocksAligned16(const purlinLayout_t* l, int deviceCounts, const void* sendbuff,
+                           const void* recvbuff) {
+  if ((((uintptr_t)sendbuff | (uintptr_t)recvbuff) & 15u) != 0) return 0;
+  if (deviceCounts || l->coll == purlinCollAllReduce) return 1;
+  if (l->counts == NULL) return l->nranks == 1 || (l->count * l->elemBytes) % 16 == 0;
+  const int n = l->coll == purlinCollAllToAllV ? l->nranks * l->nranks : l->nranks;
+  for (int i = 0; i + 1 < n; ++i)
+    if ((l->counts[i] * l->elemBytes) % 16 != 0) return 0;
+  return 1;
+}
+
 void purlinPlanShapeOf(const purlinLayout_t* l, int deviceCounts, const void* sendbuff,
                        const void* recvbuff, purlinPlanShape_t* s) {
   memset(s, 0, sizeof *s);
@@ -400,6 +430,7 @@ void purlinPlanShapeOf(const purlinLayout_t* l, int deviceCounts, const void* se
     s->outBytes = purlinLayoutMaxBufferCount(l) * l->elemBytes;
   }
   s->aligned8 = (((uintptr_t)sendbuff | (uintptr_t)recvbuff) & 7u) == 0;
+  s->aligned16 = blocksAligned16(l, deviceCounts, sendbuff, recvbuff);
 }
 
 /* log2 of the small-piece threshold, a power of two (0 for none). */

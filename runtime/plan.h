@@ -29,10 +29,13 @@ typedef struct purlinPlanShape_t {
   uint64_t maxBlockBytes; /* largest block between two ranks (the latency path's unit) */
   uint64_t outBytes;      /* bytes of the largest buffer of any rank (same on every rank) */
   int aligned8;           /* sendbuff and recvbuff are 8-byte aligned */
+  /* Every block of the call starts 16-byte aligned in sendbuff and recvbuff
+   * (buffers and the host's counts; 1 when the counts are on the device). */
+  int aligned16;
 } purlinPlanShape_t;
 
-/* The communicator and the executor. Every field but `aligned8` of the
- * shape and all of these are the same on every rank of the group, so every
+/* The communicator and the executor. Every field but `aligned8` and
+ * `aligned16` of the shape and all of these are the same on every rank of the group, so every
  * rank plans the same CTAs (team CTA b of a rank talks to team CTA b of
  * each peer). */
 typedef struct purlinPlanFacts_t {

@@ -781,7 +781,11 @@ PURLIN_API purlinResult_t purlinDevCollPrepare(purlinComm_t comm, purlinCollKind
 /*
  * Loads kernel `fn` (a __global__ function's address) on the current
  * device now, so that its first launch while a megakernel is resident does
- * not wait for the megakernel to exit. Not stream-ordered; thread-safe.
+ * not wait for the megakernel to exit; and raises the device's stack limit
+ * (cudaLimitStackSize) to the kernel's stack frame when below it, since a
+ * launch past the limit also waits for the resident kernels (the raise
+ * itself waits for the device's running kernels: call it before the
+ * session). Not stream-ordered; thread-safe.
  * Returns purlinSuccess; purlinInvalidArgument (NULL, or not a kernel of
  * this program); purlinUnhandledCudaError.
  */

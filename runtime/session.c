@@ -102,6 +102,7 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   PURLIN_CHECK(sessionSpreadThreads(&spread));
   PURLIN_CHECK(sessionBackoffNs(&s->backoffNs));
   purlinResult_t res = purlinSuccess;
+  size_t localBytes = 0;
   const purlinPlanFacts_t* f = &comm->planFacts;
   s->atom = purlinAtomPolicyGet(f->cc, f->sms, purlinAtomOpCopy, 1, 0).atom;
   s->ctas = sessionCtasOf(comm);
@@ -125,10 +126,11 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
                                                                  s->countsPerSlot *
                                                                  sizeof(uint64_t)),
                          res, fail);
-  PURLIN_CUDA_CHECK_GOTO(purlinMegakernelPreload(s->atom), res, fail);
-  PURLIN_CUDA_CHECK_GOTO(purlinNodePreload(), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(purlinMegakernelPreload(s->atom, &localBytes), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(purlinNodePreload(&localBytes), res, fail);
   /* The fused AllReduce's epilogue runs as a kernel after its wait. */
-  PURLIN_CUDA_CHECK_GOTO(purlinFusedPreload(), res, fail);
+  PURLIN_CUDA_CHECK_GOTO(purlinFusedPreload(&localBytes), res, fail);
+  PURLIN_CHECK_GOTO(purlinStackFit(localBytes), res, fail);
   s->made = 1;
 fail:
   cudaThreadExchangeStreamCaptureMode(&mode);
@@ -578,5 +580,7 @@ PURLIN_API purlinResult_t purlinPreloadKernel(const void* fn) {
   PURLIN_RETURN_IF(err == cudaErrorInvalidDeviceFunction, purlinInvalidArgument,
                    "purlinPreloadKernel: %p is not a kernel of this program", fn);
   PURLIN_CUDA_CHECK(err);
-  return purlinSuccess;
+  /* A kernel past the stack limit would also wait, at its launch, for the
+   * resident megakernel. */
+  return purlinStackFit(a.localSizeBytes);
 }

@@ -114,9 +114,10 @@ cudaError_t fusedGo(const FusedLatencyParams& p, bool small, bool twoPerSm, int 
   return small ? fusedGoOn<true, 1>(p, ctas, stream) : fusedGoOn<false, 1>(p, ctas, stream);
 }
 
-cudaError_t keep(cudaError_t err, const void* k) {
+cudaError_t keep(cudaError_t err, const void* k, size_t* localBytes) {
   cudaFuncAttributes a;
   cudaError_t e = cudaFuncGetAttributes(&a, k);
+  if (e == cudaSuccess && a.localSizeBytes > *localBytes) *localBytes = a.localSizeBytes;
   return err != cudaSuccess ? err : e;
 }
 
@@ -288,22 +289,22 @@ extern "C" cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t purlinFusedPreload(void) {
+extern "C" cudaError_t purlinFusedPreload(size_t* localBytes) {
   cudaError_t err = cudaSuccess;
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true, 1>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false, 1>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true, 1>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false, 1>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true, 2>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false, 2>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true, 2>);
-  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false, 2>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16>);
-  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16>);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true, 1>, localBytes);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false, 1>, localBytes);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true, 1>, localBytes);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false, 1>, localBytes);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, true, 2>, localBytes);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinFloat16, false, 2>, localBytes);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, true, 2>, localBytes);
+  err = keep(err, (const void*)purlinFusedLatencyKernel<purlinBfloat16, false, 2>, localBytes);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinFloat16>, localBytes);
+  err = keep(err, (const void*)purlinFusedBlocksKernel<purlinBfloat16>, localBytes);
   for (uint32_t nb = 0; nb <= SNAC_NORM_FAST_MAX; ++nb) {
     for (int shortRow = 0; shortRow < 2; ++shortRow) {
-      err = keep(err, (const void*)NormKernels<purlinFloat16>::of(nb, shortRow != 0));
-      err = keep(err, (const void*)NormKernels<purlinBfloat16>::of(nb, shortRow != 0));
+      err = keep(err, (const void*)NormKernels<purlinFloat16>::of(nb, shortRow != 0), localBytes);
+      err = keep(err, (const void*)NormKernels<purlinBfloat16>::of(nb, shortRow != 0), localBytes);
     }
   }
   return err;

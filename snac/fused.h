@@ -140,8 +140,10 @@ cudaError_t purlinFusedLatencyLaunch(const struct purlinLatencyArgs_t* args,
 cudaError_t purlinNormLaunch(const purlinNormArgs_t* norm, cudaStream_t stream);
 
 /* Loads the fused latency kernels and the epilogue kernel on the current
- * device. */
-cudaError_t purlinFusedPreload(void);
+ * device. `*localBytes` is raised to the largest
+ * per-thread local memory (stack) of those kernels (see
+ * purlinThroughputPreload). */
+cudaError_t purlinFusedPreload(size_t* localBytes);
 
 #ifdef __cplusplus
 }

@@ -105,6 +105,7 @@ struct LatencyLaunch {
 namespace {
 struct LatencyPreload {
   cudaError_t err;
+  size_t* localBytes;
   template <purlinDataType_t D, purlinRedOp_t O>
   void run() {
     keep((const void*)purlinLatencyAllReduceKernel<D, O>);
@@ -114,12 +115,13 @@ struct LatencyPreload {
     cudaFuncAttributes a;
     cudaError_t e = cudaFuncGetAttributes(&a, k);
     if (e != cudaSuccess && err == cudaSuccess) err = e;
+    if (e == cudaSuccess && a.localSizeBytes > *localBytes) *localBytes = a.localSizeBytes;
   }
 };
 }  // namespace
 
-extern "C" cudaError_t purlinLatencyPreload(void) {
-  LatencyPreload l = {cudaSuccess};
+extern "C" cudaError_t purlinLatencyPreload(size_t* localBytes) {
+  LatencyPreload l = {cudaSuccess, localBytes};
   for (int d = 0; d < purlinNumDataTypes; ++d)
     for (int o = 0; o < purlinNumRedOps; ++o)
       purlinDispatchDtypeOp((purlinDataType_t)d, (purlinRedOp_t)o, l);

@@ -127,8 +127,11 @@ cudaError_t purlinLatencyLaunch(const purlinLatencyArgs_t* args, const uint64_t*
                                 int ctas, int threads, int smallAllReduce, cudaStream_t stream);
 
 /* Loads every eager latency kernel on the current device, so that no later
- * launch loads one (see purlinThroughputPreload). Not stream-ordered. */
-cudaError_t purlinLatencyPreload(void);
+ * launch loads one (see purlinThroughputPreload). Not stream-ordered. `*localBytes` is raised to
+ * the largest per-thread local memory (stack) of those kernels, which the
+ * runtime holds under the context's stack limit (runtime/comm.c,
+ * purlinStackFit). */
+cudaError_t purlinLatencyPreload(size_t* localBytes);
 
 #ifdef __cplusplus
 }

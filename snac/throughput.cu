@@ -13,15 +13,15 @@ cudaError_t purlinThroughputLaunchAmpere(const SnacThroughputParams* p, int ctas
                                          cudaStream_t stream);
 cudaError_t purlinThroughputLaunchHopper(const SnacThroughputParams* p, int ctas,
                                          cudaStream_t stream);
-cudaError_t purlinThroughputPreloadGeneric(void);
-cudaError_t purlinThroughputPreloadAmpere(void);
-cudaError_t purlinThroughputPreloadHopper(void);
+cudaError_t purlinThroughputPreloadGeneric(size_t* localBytes);
+cudaError_t purlinThroughputPreloadAmpere(size_t* localBytes);
+cudaError_t purlinThroughputPreloadHopper(size_t* localBytes);
 
-extern "C" cudaError_t purlinThroughputPreload(purlinAtomKind_t atom) {
+extern "C" cudaError_t purlinThroughputPreload(purlinAtomKind_t atom, size_t* localBytes) {
   switch (atom) {
-    case purlinAtomGeneric: return purlinThroughputPreloadGeneric();
-    case purlinAtomAmpere: return purlinThroughputPreloadAmpere();
-    case purlinAtomHopper: return purlinThroughputPreloadHopper();
+    case purlinAtomGeneric: return purlinThroughputPreloadGeneric(localBytes);
+    case purlinAtomAmpere: return purlinThroughputPreloadAmpere(localBytes);
+    case purlinAtomHopper: return purlinThroughputPreloadHopper(localBytes);
     default: return cudaErrorInvalidValue;
   }
 }

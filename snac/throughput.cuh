@@ -73,8 +73,8 @@ static __device__ __forceinline__ void throughputWindow(uint64_t count, uint64_t
   *n = lo < len ? (len - lo < w ? len - lo : w) : 0;
 }
 
-/* Pieces below the plan's smallBytes go through the generic Atom, whose
- * calls need no barrier between them, so one CTA's copies from several
+/* Pieces below the plan's smallBytes go through the generic datapath
+ * (purlinAtomSmallT), whose calls need no barrier between them, so one CTA's copies from several
  * peers overlap; the pipelined Atoms pay a pipeline fill and a drain per
  * call (runtime/plan.c cites the measurement). */
 template <typename A>
@@ -82,7 +82,7 @@ static __device__ __forceinline__ void throughputCopy(const SnacTeam& t, void* d
                                               uint64_t bytes, bool small, void* smem) {
   if (bytes == 0) return;
   if (small) {
-    purlinAtomGenericT::copy(dst, src, bytes, t.tid, t.nthreads, t.bar, smem);
+    purlinAtomSmallT::copy(dst, src, bytes, t.tid, t.nthreads, t.bar, smem);
   } else {
     A::copy(dst, src, bytes, t.tid, t.nthreads, t.bar, smem);
     snacTeamSync(t);
@@ -298,8 +298,8 @@ static __device__ __forceinline__ void snacThroughputRun(const SnacTeam& t, uint
       dsts[ndst++] = recv + (sh.in[me].dstOffset + w0) * eb;
       if (isAR && !a.direct) dsts[ndst++] = STAGE_AT(me, slot, n);
       if (wn * eb < a.smallBytes)
-        purlinAtomGenericT::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, t.bar,
-                                                  atomSmem);
+        purlinAtomSmallT::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, t.bar,
+                                                atomSmem);
       else
         A::template reduce<D, O>(dsts, ndst, srcs, n, wn, tid, T, t.bar, atomSmem);
       snacTeamSync(t);

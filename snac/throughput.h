@@ -145,8 +145,11 @@ cudaError_t purlinThroughputLaunch(const purlinThroughputArgs_t* args, const uin
  * and sets its shared memory, so that no later launch loads one (a kernel
  * loaded at its first launch waits for the kernels resident then: with
  * several ranks of one process on a GPU, peers' collectives waiting for
- * this rank). Not stream-ordered. */
-cudaError_t purlinThroughputPreload(purlinAtomKind_t atom);
+ * this rank). Not stream-ordered. `*localBytes` is raised to
+ * the largest per-thread local memory (stack) of those kernels, which the
+ * runtime holds under the context's stack limit (runtime/comm.c,
+ * purlinStackFit). */
+cudaError_t purlinThroughputPreload(purlinAtomKind_t atom, size_t* localBytes);
 
 #ifdef __cplusplus
 }

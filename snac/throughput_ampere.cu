@@ -9,4 +9,6 @@ cudaError_t purlinThroughputLaunchAmpere(const SnacThroughputParams* p, int ctas
   return purlinThroughputLaunchWith<purlinAtomAmpereT>(p, ctas, stream);
 }
 
-cudaError_t purlinThroughputPreloadAmpere(void) { return purlinThroughputPreloadWith<purlinAtomAmpereT>(); }
+cudaError_t purlinThroughputPreloadAmpere(size_t* localBytes) {
+  return purlinThroughputPreloadWith<purlinAtomAmpereT>(localBytes);
+}

@@ -9,4 +9,6 @@ cudaError_t purlinThroughputLaunchGeneric(const SnacThroughputParams* p, int cta
   return purlinThroughputLaunchWith<purlinAtomGenericT>(p, ctas, stream);
 }
 
-cudaError_t purlinThroughputPreloadGeneric(void) { return purlinThroughputPreloadWith<purlinAtomGenericT>(); }
+cudaError_t purlinThroughputPreloadGeneric(size_t* localBytes) {
+  return purlinThroughputPreloadWith<purlinAtomGenericT>(localBytes);
+}

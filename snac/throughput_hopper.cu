@@ -9,4 +9,6 @@ cudaError_t purlinThroughputLaunchHopper(const SnacThroughputParams* p, int ctas
   return purlinThroughputLaunchWith<purlinAtomHopperT>(p, ctas, stream);
 }
 
-cudaError_t purlinThroughputPreloadHopper(void) { return purlinThroughputPreloadWith<purlinAtomHopperT>(); }
+cudaError_t purlinThroughputPreloadHopper(size_t* localBytes) {
+  return purlinThroughputPreloadWith<purlinAtomHopperT>(localBytes);
+}

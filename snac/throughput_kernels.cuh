@@ -96,6 +96,7 @@ struct ThroughputLaunch {
 template <typename A>
 struct ThroughputPreload {
   cudaError_t err;
+  size_t* localBytes;
   template <purlinDataType_t D, purlinRedOp_t O>
   void run() {
     keep(throughputKernelSetup<A, true, D, O>(), (const void*)purlinThroughputKernel<A, true, D, O>);
@@ -104,12 +105,13 @@ struct ThroughputPreload {
     cudaFuncAttributes a;
     cudaError_t e = setup != cudaSuccess ? setup : cudaFuncGetAttributes(&a, k);
     if (e != cudaSuccess && err == cudaSuccess) err = e;
+    if (e == cudaSuccess && a.localSizeBytes > *localBytes) *localBytes = a.localSizeBytes;
   }
 };
 
 template <typename A>
-static cudaError_t purlinThroughputPreloadWith(void) {
-  ThroughputPreload<A> l = {cudaSuccess};
+static cudaError_t purlinThroughputPreloadWith(size_t* localBytes) {
+  ThroughputPreload<A> l = {cudaSuccess, localBytes};
   for (int d = 0; d < purlinNumDataTypes; ++d)
     for (int o = 0; o < purlinNumRedOps; ++o)
       purlinDispatchDtypeOp((purlinDataType_t)d, (purlinRedOp_t)o, l);

@@ -47,6 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   s.maxBlockBytes = take(&p, end, 6) & (((uint64_t)1 << shift) - 1);
   s.outBytes = s.maxBlockBytes * (uint64_t)s.nranks;
   s.aligned8 = (int)(take(&p, end, 1) & 1);
+  s.aligned16 = (int)(take(&p, end, 1) & 1);
   f.cc = 70 + 10 * (int)(take(&p, end, 1) % 3);
   f.sms = 1 + (int)(take(&p, end, 1) % 160);
   f.ranksOnDevice = 1 + (int)(take(&p, end, 1) % (uint64_t)s.nranks);
@@ -74,17 +75,22 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const int resident = f.executorCtas > 0;
-  /* Every rank plans the same path, CTAs and threads: aligned8 is the
-   * only input a rank may see alone (its own buffers). */
-  {
+  /* Every rank plans the same path, CTAs, threads and window: aligned8
+   * and aligned16 are the only inputs a rank may see alone (its own
+   * buffers). Its Atom may differ: the generic Atom for unaligned blocks
+   * on an eager call. */
+  for (int flip = 1; flip <= 3; ++flip) {
     purlinPlanShape_t o = s;
-    o.aligned8 = !s.aligned8;
+    if (flip & 1) o.aligned8 = !s.aligned8;
+    if (flip & 2) o.aligned16 = !s.aligned16;
     purlinPlan_t other;
     memset(&other, 0, sizeof other);
     FUZZ_ASSERT(purlinPlanMake(&o, &f, &other) == purlinSuccess);
     FUZZ_ASSERT(other.path == plan.path && other.ctas == plan.ctas &&
-                other.threads == plan.threads);
+                other.threads == plan.threads && other.windowBytes == plan.windowBytes);
   }
+  if (plan.path == purlinPathThroughput && !resident && !s.aligned16)
+    FUZZ_ASSERT(plan.atom == purlinAtomGeneric);
   FUZZ_ASSERT(plan.path == purlinPathLatency || plan.path == purlinPathThroughput);
   FUZZ_ASSERT(plan.ctas >= 1 && plan.threads >= 32 && plan.threads % 32 == 0);
   if (resident) {

@@ -23,6 +23,9 @@
  *   device   eager, session, device enqueue (purlinDevEnqueue from a
  *            producer kernel, purlinDevWait/WaitAll in a consumer kernel)
  *            and eager again in one program, direct and in a graph.
+ *   stack    a user kernel with a 6 KiB stack frame, preloaded, launched
+ *            inside a session: it runs (purlinPreloadKernel raised the
+ *            stack limit) instead of waiting for the megakernel.
  * PURLIN_TEST_CASES="bits8 bits1 bits2 group device graph idle silent mismatch spread"
  * selects cases; PURLIN_TEST_SIZES="a,b" the sizes of bits.
  * Without a GPU it prints one SKIPPED line and exits 0. A watchdog alarm
@@ -960,6 +963,66 @@ static float* deviceFloats(size_t n, float v) {
   return p;
 }
 
+/* A kernel whose stack frame (6 KiB a thread) passes every limit the
+ * runtime's own kernels set. */
+__global__ void deepStackKernel(int* out, int n) {
+  volatile int buf[1536];
+  for (int i = 0; i < 1536; ++i) buf[i] = i * n;
+  out[threadIdx.x] = buf[(threadIdx.x * 7 + n) % 1536];
+}
+
+/* A kernel past the context's stack limit grows local memory at its launch,
+ * and that waits for the kernels resident then: launched in a session it
+ * would wait for the megakernel, which waits for the session's end behind
+ * it on the stream -- a hang (bench/results/2026-12-06-unaligned-atoms).
+ * purlinPreloadKernel raises the limit to the kernel's frame, so the launch
+ * inside the session runs. */
+static void stackCase(void) {
+  cudaFuncAttributes a;
+  GPU_CUDA_OK(cudaFuncGetAttributes(&a, deepStackKernel));
+  size_t first = 0, before = 0, after = 0;
+  GPU_CUDA_OK(cudaDeviceGetLimit(&first, cudaLimitStackSize));
+  /* Two ranks on the GPU: init preloads the eager kernels, and raises the
+   * limit to their largest frame if it must. */
+  World w = makeWorld(2, 2, 10000);
+  GPU_CUDA_OK(cudaDeviceGetLimit(&before, cudaLimitStackSize));
+  GPU_PURLIN_OK(purlinPreloadKernel((const void*)deepStackKernel));
+  GPU_CUDA_OK(cudaDeviceGetLimit(&after, cudaLimitStackSize));
+  EXPECT(after >= a.localSizeBytes, "stack limit %zu B after preloading a %zu-byte frame", after,
+         a.localSizeBytes);
+  const size_t count = 64;
+  int* out = NULL;
+  GPU_CUDA_OK(cudaMalloc(&out, 32 * sizeof(int)));
+  GPU_CUDA_OK(cudaMemset(out, 0, 32 * sizeof(int)));
+  std::vector<float*> x(2);
+  for (int r = 0; r < 2; ++r) x[r] = deviceFloats(count, (float)(r + 1));
+  float* y = deviceFloats(2 * count, 0.0f);
+  for (int r = 0; r < 2; ++r) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
+  deepStackKernel<<<1, 32, 0, w.streams[0]>>>(out, 3);
+  GPU_CUDA_OK(cudaGetLastError());
+  for (int r = 0; r < 2; ++r)
+    GPU_PURLIN_OK(purlinAllReduce(x[r], y + (size_t)r * count, count, purlinFloat32, purlinSum,
+                                  w.comms[r], w.streams[r]));
+  endAll(w);
+  for (int r = 0; r < 2; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
+  std::vector<int> ho(32);
+  std::vector<float> hy(2 * count);
+  GPU_CUDA_OK(cudaMemcpy(ho.data(), out, 32 * sizeof(int), cudaMemcpyDeviceToHost));
+  GPU_CUDA_OK(cudaMemcpy(hy.data(), y, 2 * count * 4, cudaMemcpyDeviceToHost));
+  int wrong = 0;
+  for (int t = 0; t < 32; ++t) wrong += ho[t] != ((t * 7 + 3) % 1536) * 3;
+  for (size_t i = 0; i < 2 * count; ++i) wrong += hy[i] != 3.0f;
+  EXPECT(wrong == 0, "stack: %d wrong values", wrong);
+  destroyWorld(&w);
+  for (int r = 0; r < 2; ++r) GPU_CUDA_OK(cudaFree(x[r]));
+  GPU_CUDA_OK(cudaFree(y));
+  GPU_CUDA_OK(cudaFree(out));
+  printf("%s stack: a %zu-byte frame launched in a session (stack limit: %zu B at start, %zu "
+         "after init, %zu after the preload)\n",
+         after >= a.localSizeBytes && wrong == 0 ? "ok  " : "FAIL", a.localSizeBytes, first,
+         before, after);
+}
+
 static void silentCase(void) {
   const int timeoutMs = 500;
   World w = makeWorld(2, 2, timeoutMs);
@@ -1226,6 +1289,7 @@ int main(void) {
       if ((p == only || p[-1] == ' ') && (p[len] == ' ' || p[len] == 0)) return true;
     return false;
   };
+  if (want("stack")) stackCase();
   if (want("bits8")) bits(8, true);
   if (want("bits1")) bits(1, false);
   if (want("bits2")) bits(2, false);

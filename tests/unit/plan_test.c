@@ -31,6 +31,7 @@ static void shape(purlinCollective_t coll, uint64_t block, uint64_t out) {
   S.maxBlockBytes = block;
   S.outBytes = out;
   S.aligned8 = 1;
+  S.aligned16 = 1;
   memset(&F, 0, sizeof F);
   F.cc = 90;
   F.sms = 132;
@@ -334,6 +335,28 @@ int main(void) {
   CHECK_EQ_INT(c.ctas, 8);
   CHECK_EQ_INT(c.threads, 512);
   CHECK_EQ_INT(c.atom, purlinAtomHopper);
+  /* Unaligned blocks: the megakernel keeps its Atom (compiled in), an
+   * eager call takes the generic Atom with the same CTAs and threads. */
+  S.aligned16 = 0;
+  CHECK_EQ_INT(plan(&c), purlinSuccess);
+  CHECK_EQ_INT(c.atom, purlinAtomHopper);
+  {
+    purlinPlanFacts_t keep = F;
+    F.executorCtas = 0, F.executorThreads = 0, F.executorSmemBytes = 0;
+    purlinPlan_t a, u;
+    S.aligned16 = 1;
+    CHECK_EQ_INT(plan(&a), purlinSuccess);
+    CHECK_EQ_INT(a.atom, purlinAtomHopper);
+    S.aligned16 = 0;
+    CHECK_EQ_INT(plan(&u), purlinSuccess);
+    CHECK_EQ_INT(u.atom, purlinAtomGeneric);
+    CHECK_EQ_INT(u.path, a.path);
+    CHECK_EQ_INT(u.ctas, a.ctas);
+    CHECK_EQ_INT(u.threads, a.threads);
+    CHECK_EQ_INT((int)u.windowBytes, (int)a.windowBytes);
+    F = keep;
+    S.aligned16 = 1;
+  }
   F.executorSmemBytes = 0;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.atom, purlinAtomGeneric);
@@ -548,11 +571,37 @@ int main(void) {
     CHECK_EQ_INT(S.maxBlockBytes, 2000);
     CHECK_EQ_INT(S.outBytes, 2 * 1028);
     CHECK_EQ_INT(S.aligned8, 1);
+    /* Counts of 1..7 two-byte elements: blocks at unaligned offsets. */
+    CHECK_EQ_INT(S.aligned16, 0);
     purlinPlanShapeOf(&ag, 0, (const void*)(uintptr_t)4100, (void*)(uintptr_t)8192, &S);
     CHECK_EQ_INT(S.aligned8, 0);
+    CHECK_EQ_INT(S.aligned16, 0);
     purlinPlanShapeOf(&ag, 1, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
     CHECK_EQ_INT(S.deviceCounts, 1);
     CHECK_EQ_INT(S.maxBlockBytes, 0);
+    CHECK_EQ_INT(S.aligned16, 1); /* counts on the device: unknown here */
+    purlinPlanShapeOf(&ag, 1, (const void*)(uintptr_t)4104, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned8, 1);
+    CHECK_EQ_INT(S.aligned16, 0);
+    uint64_t w[8] = {8, 16, 8, 24, 8, 8, 8, 1000};
+    purlinLayout_t agw = {purlinCollAllGatherV, 8, 2, 0, w};
+    purlinPlanShapeOf(&agw, 0, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned16, 1);
+    w[7] = 1001; /* the last block's end only: no block starts there */
+    purlinPlanShapeOf(&agw, 0, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned16, 1);
+    w[6] = 9; /* the last block starts at an odd element */
+    purlinPlanShapeOf(&agw, 0, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned16, 0);
+    purlinLayout_t rs = {purlinCollReduceScatter, 8, 4, 6, NULL};
+    purlinPlanShapeOf(&rs, 0, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned16, 0);
+    rs.count = 12;
+    purlinPlanShapeOf(&rs, 0, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned16, 1);
+    purlinLayout_t arl = {purlinCollAllReduce, 8, 4, 1001, NULL};
+    purlinPlanShapeOf(&arl, 0, (const void*)(uintptr_t)4096, (void*)(uintptr_t)8192, &S);
+    CHECK_EQ_INT(S.aligned16, 1); /* owner chunks start aligned by construction */
 
     purlinPlan_t p;
     purlinCollDesc_t d;

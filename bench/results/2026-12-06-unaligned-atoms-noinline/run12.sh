@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Tenth session, third run: the generic Atom's fast unaligned paths kept in the generic Atom (the
+# pipelined Atoms' fallback as on main), eager calls with unaligned blocks planned on the generic
+# Atom, plus the stack-limit guard; against main. Packs: base.tar.xz = a22704b (bench/collectives
+# only), gpu.tar.xz = the change (full). run: L=480 bash .gpupack/run11.sh
+set -u
+export CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_NVLS_ENABLE=0
+D=$OUT/r12; mkdir -p $D
+T0=$(date +%s); L=${L:-540}
+left() { echo $(( L - 15 - ($(date +%s) - T0) )); }
+step() { local name=$1 lim=$2 l; shift 2; l=$(left); [ $l -lt $lim ] && lim=$l
+  [ $lim -lt 10 ] && { echo "$name skipped (no time)" >> $D/rc.txt; return; }
+  local t=$(date +%s); timeout $lim "$@"; echo "$name rc $? ($(( $(date +%s) - t )) s, limit $lim s)" >> $D/rc.txt; }
+tools/unpack_gpu.sh > $D/unpack.txt 2>&1 || { cat $D/unpack.txt; exit 1; }
+rm -rf .gpu_base && mkdir -p .gpu_base && xz -dc .gpupack/base.tar.xz | tar -C .gpu_base -xf - || exit 1
+nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv > $D/machine.txt 2>&1
+cat .gpu_base/COMMIT .gpu/COMMIT >> $D/machine.txt
+step "new session_test" 90 .gpu/tests/session_test > $D/session_test.txt 2>&1
+C8="allreduce,allgather,reducescatter,alltoall,allgatherv,reducescatterv,alltoallv"
+for pass in 1 2; do for p in base new; do B=.gpu_$p; [ $p = new ] && B=.gpu
+  step "coll8 $p $pass" 60 $B/bench/collectives $D/coll8_${p}_$pass.json --colls $C8 --minbytes 1M --maxbytes 64M --stepfactor 4 > $D/coll8_${p}_$pass.txt 2>&1
+  step "coll2 $p $pass" 40 $B/bench/collectives $D/coll2_${p}_$pass.json --ranks 2 --colls $C8 --minbytes 1M --maxbytes 64M --stepfactor 4 > $D/coll2_${p}_$pass.txt 2>&1
+done; done
+step "new collectives_test" 150 .gpu/tests/collectives_test > $D/collectives_test.txt 2>&1
+step "other GPU tests" 200 env OUT=$D/tests tools/run_gpu.sh 'atoms_test|team|symmetric_test|multiprocess|ll_test|lifecycle|fused_test|device_coll|device_api|comm_test|fault|concurrency' > $D/tests.txt 2>&1
+echo "elapsed $(( $(date +%s) - T0 )) s" >> $D/rc.txt
+cd $OUT && tar czf r12.tgz r12
+cat $D/rc.txt; tail -2 $D/machine.txt
+grep -E "^(ok|FAIL)|session_test:" $D/session_test.txt | head -3; grep -E "session_test:" $D/session_test.txt
+tail -n 1 $D/collectives_test.txt; tail -n 14 $D/tests.txt
+for f in $D/coll*_*_*.txt; do b=$(basename $f .txt); awk -v F=$b '/^# [A-Z][A-Za-z]+, [0-9]+ ranks/{name=$2; ar=(name ~ /^AllReduce/)} /^ *[0-9]+ /{ if (ar) { t=$21; w=$8+$12+$16+$25 } else { t=$20; w=$8+$12+$16+$24 }; printf "%s %s %d %s %s %d\n", F, name, $1, $5, t, w}' $f; done > $D/cells.txt
+python3 - $D/cells.txt <<'PY'
+import sys, collections
+d = collections.defaultdict(lambda: collections.defaultdict(list)); wrong = 0
+for l in open(sys.argv[1]):
+    f, name, size, e, s, w = l.split(); r, p, _ = f.split('_'); wrong += int(w)
+    d[(r, name, int(size))][p].append((float(e), float(s)))
+print("min of passes, us: eager base new (new/base) | session base new (new/base) | new sess/eager   (wrong: %d)" % wrong)
+for k in sorted(d):
+    v = d[k]; me = {p: min(x[0] for x in v[p]) for p in v}; ms = {p: min(x[1] for x in v[p]) for p in v}
+    print("%s %-15s %9d | %7.2f %7.2f (%.2f) | %7.2f %7.2f (%.2f) | %.2f" % (k[0], k[1], k[2], me['base'], me['new'], me['new'] / me['base'], ms['base'], ms['new'], ms['new'] / ms['base'], ms['new'] / me['new']))
+PY
