@@ -73,10 +73,11 @@ static __device__ __forceinline__ void throughputWindow(uint64_t count, uint64_t
   *n = lo < len ? (len - lo < w ? len - lo : w) : 0;
 }
 
-/* Pieces below the plan's smallBytes go through the generic datapath
- * (purlinAtomSmallT), whose calls need no barrier between them, so one CTA's copies from several
- * peers overlap; the pipelined Atoms pay a pipeline fill and a drain per
- * call (runtime/plan.c cites the measurement). */
+/* Pieces below the plan's smallBytes go through the simple generic
+ * datapath (purlinAtomSmallT), whose calls need no barrier between them, so
+ * one CTA's copies from several peers overlap; the pipelined Atoms pay a
+ * pipeline fill and a drain per call (runtime/plan.c cites the
+ * measurement). */
 template <typename A>
 static __device__ __forceinline__ void throughputCopy(const SnacTeam& t, void* dst, const void* src,
                                               uint64_t bytes, bool small, void* smem) {

@@ -26,7 +26,7 @@
  *   stack    a user kernel with a 6 KiB stack frame, preloaded, launched
  *            inside a session: it runs (purlinPreloadKernel raised the
  *            stack limit) instead of waiting for the megakernel.
- * PURLIN_TEST_CASES="bits8 bits1 bits2 group device graph idle silent mismatch spread"
+ * PURLIN_TEST_CASES="stack bits8 bits1 bits2 group device graph idle silent mismatch spread"
  * selects cases; PURLIN_TEST_SIZES="a,b" the sizes of bits.
  * Without a GPU it prints one SKIPPED line and exits 0. A watchdog alarm
  * turns a hang into a failure.
