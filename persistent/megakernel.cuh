@@ -178,12 +178,28 @@ struct MegakernelRun {
    * The dispatch runs on datatype and op first and on the path last, as
    * here: with the path tested first (the call reached ~200 SM cycles
    * sooner) the same routines took that call 0.45 us longer, measured
-   * in one run; why is not known. */
+   * in one run; why is not known.
+   * A throughput call whose blocks are not 16-byte aligned (the plan's
+   * PURLIN_DESC_UNALIGNED) runs on the generic Atom, whose unaligned paths
+   * the megakernel's pipelined Atom lacks (its fallback is a simple scalar
+   * loop): 8 ranks on one H100, sessions of AllToAllV of 62 MiB 1706 ->
+   * 521 us, AllGatherV of 64 MiB 1301 -> 514. Only copies and the sums of
+   * decode's datatypes have such a routine; other reductions keep the
+   * Atom's fallback (the same bits). A routine for every datatype and op
+   * (19, not 4) took ptxas 722 s on the megakernel instead of 205
+   * (bench/results/2026-12-06-megakernel-unaligned). */
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   __device__ __forceinline__ void go() const {
-    if (d->path != purlinPathLatency)
+    if (d->path != purlinPathLatency) {
+      if constexpr (!R || (O == purlinSum && (D == purlinFloat32 || D == purlinFloat16 ||
+                                              D == purlinBfloat16))) {
+        if ((d->flags & PURLIN_DESC_UNALIGNED) != 0) {
+          megakernelThroughput<purlinAtomGenericT, R, D, O>(t, e, d, dc, tp, atomSmem);
+          return;
+        }
+      }
       megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
-    else if constexpr (!R || (O == purlinSum && (D == purlinFloat32 || D == purlinFloat16 ||
+    } else if constexpr (!R || (O == purlinSum && (D == purlinFloat32 || D == purlinFloat16 ||
                                                  D == purlinBfloat16)))
       megakernelLatency<R, D, O>(t, e, d, dc, lat, geo, pushed, tr);
     else

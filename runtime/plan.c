@@ -345,9 +345,12 @@ static void planThroughput(const purlinPlanShape_t* s, const purlinPlanFacts_t* 
    * -> 365: bench/results/2026-12-06-unaligned-atoms-noinline). Behind the
    * pipelined Atoms those paths slowed their aligned loops, so eager calls
    * choose the Atom instead. An Atom is each rank's own: CTAs, threads and
-   * windows do not depend on it, so ranks may differ. The megakernel runs
-   * one Atom, compiled in. */
-  if (!resident && !s->aligned16) p->atom = purlinAtomGeneric;
+   * windows do not depend on it, so ranks may differ. The megakernel
+   * compiles its Atom in and keeps it in the plan; the descriptor's flag
+   * (PURLIN_DESC_UNALIGNED) sends the call to its generic-Atom routines
+   * (persistent/megakernel.cuh says which). */
+  p->unaligned = !s->aligned16;
+  if (!resident && p->unaligned) p->atom = purlinAtomGeneric;
 }
 
 purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_t* f,
@@ -391,6 +394,7 @@ purlinResult_t purlinPlanMake(const purlinPlanShape_t* s, const purlinPlanFacts_
   p->smallAllReduce = 0;
   p->smallBlocks = 0;
   p->atom = purlinAtomGeneric;
+  p->unaligned = 0;
   p->windowBytes = 0;
   p->smallBytes = 0;
   if (p->path == purlinPathLatency) planLatency(s, f, p);
@@ -467,5 +471,6 @@ void purlinPlanDescribe(const purlinPlan_t* p, const purlinLayout_t* l, purlinDa
   } else {
     d->hash = deviceCounts != NULL ? 0 : purlinThroughputDescriptor(l, l->counts, dtype, op);
     if (direct) d->flags |= PURLIN_DESC_DIRECT;
+    if (p->unaligned) d->flags |= PURLIN_DESC_UNALIGNED;
   }
 }

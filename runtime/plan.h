@@ -69,6 +69,9 @@ typedef struct purlinPlan_t {
    * AllGather, ReduceScatter or AllToAll (purlinLatencySmallBlocksFits) */
   int smallBlocks;
   purlinAtomKind_t atom; /* throughput path: the Atom */
+  /* throughput path: some block is not 16-byte aligned (the shape's
+   * aligned16 is 0; PURLIN_DESC_UNALIGNED) */
+  int unaligned;
   uint64_t windowBytes;  /* throughput path: bytes of one staging part */
   uint64_t smallBytes;   /* throughput path: pieces below this take the generic Atom */
 } purlinPlan_t;

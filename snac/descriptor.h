@@ -26,6 +26,11 @@
  * AllGather, ReduceScatter or AllToAll (the plan's choice,
  * purlinLatencySmallBlocksFits) */
 #define PURLIN_DESC_SMALL_BLOCKS 4u
+/* throughput path: a block that does not start 16-byte aligned (the plan's
+ * shape fact aligned16 is 0): a resident executor runs the call on the
+ * generic Atom, whose unaligned paths the pipelined Atoms lack. Not part
+ * of the call's hash: ranks may differ. */
+#define PURLIN_DESC_UNALIGNED 8u
 
 typedef struct purlinCollDesc_t {
   uint8_t coll;  /* purlinCollective_t */

@@ -335,11 +335,28 @@ int main(void) {
   CHECK_EQ_INT(c.ctas, 8);
   CHECK_EQ_INT(c.threads, 512);
   CHECK_EQ_INT(c.atom, purlinAtomHopper);
-  /* Unaligned blocks: the megakernel keeps its Atom (compiled in), an
-   * eager call takes the generic Atom with the same CTAs and threads. */
+  CHECK_EQ_INT(c.unaligned, 0);
+  /* Unaligned blocks: the megakernel keeps its Atom (compiled in) and the
+   * plan says the blocks are unaligned (the descriptor's flag sends the
+   * call to its generic-Atom routines); an eager call takes the generic
+   * Atom with the same CTAs and threads. */
   S.aligned16 = 0;
   CHECK_EQ_INT(plan(&c), purlinSuccess);
   CHECK_EQ_INT(c.atom, purlinAtomHopper);
+  CHECK_EQ_INT(c.unaligned, 1);
+  {
+    purlinLayout_t l = {purlinCollAllGather, 8, 4, 3, NULL};
+    purlinCollDesc_t d;
+    purlinPlanDescribe(&c, &l, purlinFloat32, purlinSum, (const void*)(uintptr_t)68,
+                       (void*)(uintptr_t)64, NULL, 0, &d);
+    CHECK_EQ_INT(d.flags & PURLIN_DESC_UNALIGNED, PURLIN_DESC_UNALIGNED);
+    S.aligned16 = 1;
+    CHECK_EQ_INT(plan(&c), purlinSuccess);
+    purlinPlanDescribe(&c, &l, purlinFloat32, purlinSum, (const void*)(uintptr_t)64,
+                       (void*)(uintptr_t)64, NULL, 0, &d);
+    CHECK_EQ_INT(d.flags & PURLIN_DESC_UNALIGNED, 0);
+    S.aligned16 = 0;
+  }
   {
     purlinPlanFacts_t keep = F;
     F.executorCtas = 0, F.executorThreads = 0, F.executorSmemBytes = 0;
@@ -350,6 +367,7 @@ int main(void) {
     S.aligned16 = 0;
     CHECK_EQ_INT(plan(&u), purlinSuccess);
     CHECK_EQ_INT(u.atom, purlinAtomGeneric);
+    CHECK_EQ_INT(u.unaligned, 1);
     CHECK_EQ_INT(u.path, a.path);
     CHECK_EQ_INT(u.ctas, a.ctas);
     CHECK_EQ_INT(u.threads, a.threads);
