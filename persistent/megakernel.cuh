@@ -182,8 +182,8 @@ struct MegakernelRun {
    * A throughput call whose blocks are not 16-byte aligned (the plan's
    * PURLIN_DESC_UNALIGNED) runs on the generic Atom, whose unaligned paths
    * the megakernel's pipelined Atom lacks (its fallback is a simple scalar
-   * loop): 8 ranks on one H100, sessions of AllToAllV of 62 MiB 1706 ->
-   * 521 us, AllGatherV of 64 MiB 1301 -> 514. Only copies and the sums of
+   * loop): 8 ranks on one H100, sessions of AllToAllV of 59 MiB 1704 ->
+   * 518 us, AllGatherV of 64 MiB 1300 -> 512. Only copies and the sums of
    * decode's datatypes have such a routine; other reductions keep the
    * Atom's fallback (the same bits). A routine for every datatype and op
    * (19, not 4) took ptxas 722 s on the megakernel instead of 205
