@@ -75,9 +75,9 @@ cudaError_t purlinNodeWaitAll(purlinDevComm_t* dc, cudaStream_t stream);
 cudaError_t purlinNodeResident(purlinDevComm_t* dc, int ctas, cudaStream_t stream);
 
 /* Loads the node kernels on the current device, so that launching one
- * while a megakernel is resident never waits for a module load. `*localBytes` is raised to the largest
- * per-thread local memory (stack) of those kernels (see
- * snac/throughput.h, purlinThroughputPreload). */
+ * while a megakernel is resident never waits for a module load.
+ * `*localBytes` is raised to the largest per-thread local memory (stack)
+ * of those kernels (see snac/throughput.h, purlinThroughputPreload). */
 cudaError_t purlinNodePreload(size_t* localBytes);
 
 #ifdef __cplusplus
