@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Twelfth session: the megakernel in thread-block clusters (only each cluster's first CTA polls
+# the ring; PURLIN_MEGAKERNEL_CLUSTER=1 is the old every-CTA polling, same binary) against main
+# (509d273, base_bench.tar.xz: libpurlin.so, bench/collectives, session_latency, decode).
+# run: L=580 bash .gpupack/run1.sh
+set -u
+export CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_NVLS_ENABLE=0
+D=$OUT/r1; mkdir -p $D
+T0=$(date +%s); L=${L:-580}
+left() { echo $(( L - 15 - ($(date +%s) - T0) )); }
+step() { local name=$1 lim=$2 l; shift 2; l=$(left); [ $l -lt $lim ] && lim=$l
+  [ $lim -lt 10 ] && { echo "$name skipped (no time)" >> $D/rc.txt; return; }
+  local t=$(date +%s); timeout $lim "$@"; echo "$name rc $? ($(( $(date +%s) - t )) s, limit $lim s)" >> $D/rc.txt; }
+tools/unpack_gpu.sh > $D/unpack.txt 2>&1 || { cat $D/unpack.txt; exit 1; }
+rm -rf .gpu_base && mkdir -p .gpu_base && xz -dc .gpupack/base_bench.tar.xz | tar -C .gpu_base -xf - || exit 1
+nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv > $D/machine.txt 2>&1
+cat .gpu_base/COMMIT .gpu/COMMIT >> $D/machine.txt
+step "session_test" 120 .gpu/tests/session_test > $D/session_test.txt 2>&1
+step "session_test cl1" 100 env PURLIN_MEGAKERNEL_CLUSTER=1 PURLIN_TEST_CASES="bits8 bits1 bits2 blocks8 group lap device graph idle silent mismatch auto1" .gpu/tests/session_test > $D/session_test_cl1.txt 2>&1
+run() { local v=$1; shift; local B=.gpu; local E=""; [ $v = base ] && B=.gpu_base; [ $v = cl1 ] && E="PURLIN_MEGAKERNEL_CLUSTER=1"; env $E "$B/$@"; }
+for pass in 1 2; do for v in base cl1 new; do
+  step "decode8 $v $pass" 40 run $v bench/decode 8 8 8 > $D/decode8_${v}_$pass.txt 2>&1
+  step "decode1 $v $pass" 40 run $v bench/decode 1 8 0 64 > $D/decode1_${v}_$pass.txt 2>&1
+  step "sl8 $v $pass" 20 run $v bench/session_latency 8 8 65536 > $D/sl8_${v}_$pass.txt 2>&1
+  step "sl1 $v $pass" 20 run $v bench/session_latency 1 8 65536 > $D/sl1_${v}_$pass.txt 2>&1
+done; done
+for v in base cl1 new; do
+  step "coll8 $v" 45 run $v bench/collectives $D/coll8_$v.json --colls allreduce,allgather,reducescatter,alltoallv --maxbytes 64M --stepfactor 8 > $D/coll8_$v.txt 2>&1
+done
+step "other GPU tests" 150 env OUT=$D/tests tools/run_gpu.sh '^(fault_test|device_coll_test|device_api_test|concurrency_test|lifecycle_test|fused_test|team_test)$' > $D/tests.txt 2>&1
+echo "elapsed $(( $(date +%s) - T0 )) s" >> $D/rc.txt
+cat $D/rc.txt; sed -n 2p $D/machine.txt
+grep -E "session_test:|^FAIL|cluster:" $D/session_test.txt $D/session_test_cl1.txt | head -8
+tail -n 9 $D/tests.txt
+for f in $D/decode*_1.txt $D/decode*_2.txt; do echo "== $(basename $f .txt)"; awk '/^ +[0-9]+ / {printf "%s:%s/%s/%s/%s ", $1, $2, $3, $5, $6} END {print ""}' $f; grep -E 'worst|wrong' $f | sed 's/(target.*//' | tr '\n' ';'; echo; done
+for f in $D/sl*_*.txt; do echo "$(basename $f .txt): $(awk '/^ +[0-9]+ +[0-9]+ +bf16/{printf "%s %s | ", $1, $5}' $f)"; done
+for f in $D/coll8_*.txt; do echo "== $(basename $f .txt) size eager sess"; awk '/^# [A-Z][A-Za-z]+, [0-9]+ ranks/{name=$2; ar=(name ~ /^AllReduce/); printf "\n%s ", name} /^ *[0-9]+ /{ if (ar) { t=$21; w=$8+$12+$16+$25 } else { t=$20; w=$8+$12+$16+$24 }; W+=w; printf "%s:%s/%s ", $1, $5, t } END {print "\nwrong " W}' $f; done
+cd $OUT && tar czf r1.tgz r1 && rm -rf r1/tests/*.json
