@@ -1,20 +1,34 @@
 #!/usr/bin/env python3
 """Compares two runs of one benchmark (old and new binary, same machine, same
 run) from their text tables: bench/collectives (the tuned 'auto' time of
-every collective and size, plus both forced paths) or bench/ll_latency (the
-tuned time per size). Prints, per table, the geometric mean of new/old and
-the worst size, and exits 1 when a table's geomean is above --geomean or any
-size is above --worst (defaults: the team-routines issue's 1.03 and 1.08).
+every collective and size, both forced paths, and the session's sess+wait
+column where the run has sessions) or bench/ll_latency (the tuned time per
+size). Several passes of a side, comma-separated, count as their minimum
+per cell. Prints, per table, the geometric mean of new/old and the worst
+size (with --cells, every size too), and the #wrong of each side; exits 1
+when a table's tuned geomean is above --geomean or a tuned size above
+--worst (defaults: the team-routines issue's 1.03 and 1.08), or when
+either side counted a wrong element.
 
-usage: ab_compare.py OLD.txt NEW.txt [--geomean 1.03] [--worst 1.08]
+usage: ab_compare.py OLD.txt[,OLD2.txt...] NEW.txt[,NEW2.txt...]
+                     [--geomean 1.03] [--worst 1.08] [--cells]
 """
 import math
 import re
 import sys
 
 
-def tables(path):
-    """{(table, column): {size: us}} from a collectives or ll_latency log."""
+def num(field):
+    """The field as a number, None for '-' or text."""
+    try:
+        return float(field)
+    except ValueError:
+        return None
+
+
+def tables(path, wrong):
+    """{(table, column): {size: us}} from a collectives or ll_latency log;
+    adds the log's #wrong counts to wrong[0]."""
     out = {}
     name = None
     for line in open(path, errors="replace"):
@@ -28,26 +42,55 @@ def tables(path):
         f = line.split()
         if not f or not f[0].isdigit() or name is None:
             continue
-        try:
-            if name == "ll_latency":
-                if len(f) >= 13:
-                    out.setdefault((name, "tuned"), {})[int(f[0])] = float(f[5])
-            elif len(f) >= 16:
-                for col, idx in (("auto", 4), ("latency", 8), ("throughput", 12)):
-                    v = float(f[idx])
-                    if v > 0:
-                        out.setdefault((name, col), {})[int(f[0])] = v
-        except ValueError:
-            continue
+        if name == "ll_latency":
+            if len(f) >= 13 and num(f[5]) is not None:
+                out.setdefault((name, "tuned"), {})[int(f[0])] = num(f[5])
+        elif len(f) >= 16:
+            # A forced path that refused a size prints "-" in its columns.
+            for col, idx in (("auto", 4), ("latency", 8), ("throughput", 12)):
+                v = num(f[idx])
+                if v is not None and v > 0:
+                    out.setdefault((name, col), {})[int(f[0])] = v
+            for idx in (7, 11, 15):
+                wrong[0] += int(num(f[idx]) or 0)
+            # Sessions: sess+wait after AllReduce's /barrier column, and the
+            # session's #wrong 4 columns on.
+            sess = 20 if name == "AllReduce" else 19
+            if len(f) > sess + 4 and num(f[sess]) is not None:
+                out.setdefault((name, "session"), {})[int(f[0])] = num(f[sess])
+                wrong[0] += int(num(f[sess + 4]) or 0)
+    return out
+
+
+def passes(arg, wrong):
+    """The minimum per cell over the comma-separated logs of one side."""
+    out = {}
+    for path in arg.split(","):
+        for key, cells in tables(path, wrong).items():
+            best = out.setdefault(key, {})
+            for size, us in cells.items():
+                best[size] = min(us, best.get(size, us))
     return out
 
 
 def main(argv):
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    opts = dict(zip(argv[1::1], argv[2::1]))
+    args, opts, i = [], {}, 1
+    while i < len(argv):
+        if argv[i] == "--cells":
+            opts["--cells"] = True
+        elif argv[i].startswith("--") and i + 1 < len(argv):
+            opts[argv[i]] = argv[i + 1]
+            i += 1
+        else:
+            args.append(argv[i])
+        i += 1
+    if len(args) != 2:
+        sys.stderr.write(__doc__)
+        return 2
     gmax = float(opts.get("--geomean", 1.03))
     wmax = float(opts.get("--worst", 1.08))
-    old, new = tables(args[0]), tables(args[1])
+    wrongOld, wrongNew = [0], [0]
+    old, new = passes(args[0], wrongOld), passes(args[1], wrongNew)
     bad = False
     print("%-16s %-11s %6s %9s %9s %s" % ("table", "column", "sizes", "geomean", "worst", "at"))
     for key in sorted(old):
@@ -64,7 +107,11 @@ def main(argv):
             flag = "  <-- over"
             bad = True
         print("%-16s %-11s %6d %9.3f %9.3f %d B%s" % (key[0], key[1], len(r), g, r[ws], ws, flag))
-    return 1 if bad else 0
+        if opts.get("--cells"):
+            for s in common:
+                print("%30s %12d B %10.2f %10.2f us %7.3f" % ("", s, old[key][s], new[key][s], r[s]))
+    print("#wrong: old %d, new %d" % (wrongOld[0], wrongNew[0]))
+    return 1 if bad or wrongOld[0] or wrongNew[0] else 0
 
 
 if __name__ == "__main__":
