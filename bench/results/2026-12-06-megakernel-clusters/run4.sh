@@ -8,12 +8,8 @@
 # budget left. run: L=200 bash .gpupack/run4.sh
 set -u
 export CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_NVLS_ENABLE=0
-D=$OUT/r4; mkdir -p $D
-T0=$(date +%s); L=${L:-580}
-left() { echo $(( L - 15 - ($(date +%s) - T0) )); }
-step() { local name=$1 lim=$2 l; shift 2; l=$(left); [ $l -lt $lim ] && lim=$l
-  [ $lim -lt 10 ] && { echo "$name skipped (no time)" >> $D/rc.txt; return; }
-  local t=$(date +%s); timeout $lim "$@"; echo "$name rc $? ($(( $(date +%s) - t )) s, limit $lim s)" >> $D/rc.txt; }
+D=$OUT/r4
+. tools/gpu_steps.sh $D ${L:-200}
 tools/unpack_gpu.sh > $D/unpack.txt 2>&1 || { cat $D/unpack.txt; exit 1; }
 rm -rf .gpu_base && mkdir -p .gpu_base && xz -dc .gpupack/base_bench.tar.xz | tar -C .gpu_base -xf - || exit 1
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm --format=csv > $D/machine.txt 2>&1
@@ -29,8 +25,7 @@ for v in base new cl8; do
   [ $v != cl8 ] && step "coll8 $v" 30 $E $B/bench/collectives $D/coll8_$v.json --colls allreduce --maxbytes 64M --stepfactor 8 > $D/coll8_$v.txt 2>&1
 done
 step "other GPU tests" 150 env OUT=$D/tests tools/run_gpu.sh '^(fault_test|device_coll_test|device_api_test|concurrency_test|lifecycle_test|fused_test|team_test)$' > $D/tests.txt 2>&1
-echo "elapsed $(( $(date +%s) - T0 )) s" >> $D/rc.txt
-cat $D/rc.txt; sed -n 2p $D/machine.txt
+steps_done; sed -n 2p $D/machine.txt
 grep -E "session_test:|^FAIL|cluster:" $D/session_test.txt $D/session_test_cl8.txt | head -8
 tail -n 9 $D/tests.txt
 for f in $D/decode*.txt; do echo "== $(basename $f .txt)"; awk '/^ +[0-9]+ / {printf "%s:%s/%s/%s/%s/%s ", $1, $2, $3, $5, $6, $7} END {print ""}' $f; grep -E 'worst|wrong' $f | sed 's/(target.*//' | tr '\n' ';'; echo; done
