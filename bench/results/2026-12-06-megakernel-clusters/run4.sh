@@ -2,10 +2,10 @@
 # Twelfth session: the megakernel in thread-block clusters (only each cluster's first CTA polls
 # the ring; PURLIN_MEGAKERNEL_CLUSTER=1 is the old every-CTA polling, same binary) against main
 # (509d273, base_bench.tar.xz: libpurlin.so, bench/collectives, session_latency, decode).
-# run3: the landed shape. Clusters off by default (PURLIN_MEGAKERNEL_CLUSTER unset: every CTA
+# run4: the shape kept on the branch. Clusters off by default (PURLIN_MEGAKERNEL_CLUSTER unset: every CTA
 # polls, the old single-buffer loop), cl8 = PURLIN_MEGAKERNEL_CLUSTER=8 (the poller's mailbox).
-# run3 never ran (the machine was taken back, then none started); run4 is it trimmed to the
-# budget left. run: L=200 bash .gpupack/run4.sh
+# (An earlier run3.sh of the same checks never ran: the machine was taken back, then none
+# started; removed.) run: L=200 bash .gpupack/run4.sh
 set -u
 export CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_NVLS_ENABLE=0
 D=$OUT/r4
