@@ -23,6 +23,7 @@
  * after the timed replays, in every mode.
  *
  *   decode [ranks] [layers] [megakernelCtas, 0: the library's] [weight MiB per rank]
+ *          [loads in flight per thread: 1, 2, 4 or 8]
  */
 #include <algorithm>
 #include <stdio.h>
@@ -44,6 +45,15 @@ enum { kReplays = 20, kComputeThreads = 512 };
  * fourth argument changes it (a shard set that fits L2 shows what the
  * misses cost the collectives). */
 static const int kWeightMiBDefault = 8;
+
+/* The 16-byte weight loads each compute thread keeps in flight, by
+ * default. A decode GEMV streams its weights with several wide loads in
+ * flight per thread, so that a fraction of the SMs saturates HBM; with
+ * one (the kernel's loop before 2026-12-06) a CTA's rate is bound by
+ * memory latency and the step's compute time is proportional to the SMs it
+ * gets, which charges the megakernels' reserved SMs at their full share.
+ * The fifth argument changes it (1 gives the old kernel). */
+static const int kInFlightDefault = 4;
 
 /* Dynamic shared memory a compute CTA asks for, so that it never shares an
  * SM with a megakernel CTA (which holds most of its SM's shared memory):
@@ -91,6 +101,7 @@ static __device__ __forceinline__ unsigned long long globalNs(void) {
  * that never happens. In fused mode thread 0 of every CTA first waits for
  * everything enqueued before (the previous layer's AllReduce), and the
  * last CTA to finish enqueues this layer's. */
+template <int U>
 __global__ void __launch_bounds__(kComputeThreads)
     computeKernel(const uint4* w, size_t wVecs, const uint16_t* act, size_t actElems,
                   uint16_t* x, size_t elems, int layer, int r, int fused, purlinDevQueue_t q,
@@ -108,9 +119,16 @@ __global__ void __launch_bounds__(kComputeThreads)
   uint32_t acc = 0;
   const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t all = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = tid; i < wVecs; i += all) {
-    const uint4 v = w[i];
-    acc += v.x ^ v.y ^ v.z ^ v.w;
+  /* U loads issued before any is used (the tail guarded per load). */
+  for (size_t i = tid; i < wVecs; i += all * U) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const size_t j = i + (size_t)u * all;
+      v[u] = j < wVecs ? w[j] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc += v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   for (size_t i = tid; i < actElems; i += all) acc += act[i];
   for (size_t i = tid; i < elems; i += all) x[i] = bf16OfInt(inputOf(layer, r, i));
@@ -149,8 +167,19 @@ struct Rank {
   unsigned long long* stamps; /* kStamps per layer, or NULL when not traced */
 };
 
+typedef void (*ComputeFn)(const uint4*, size_t, const uint16_t*, size_t, uint16_t*, size_t, int,
+                          int, int, purlinDevQueue_t, purlinDevColl_t, unsigned int*, int*,
+                          unsigned long long*);
+
+/* computeKernel<U> for U = 1, 2, 4, 8 (index log2 U). */
+static const ComputeFn kComputeKernels[] = {computeKernel<1>, computeKernel<2>, computeKernel<4>,
+                                            computeKernel<8>};
+
+static int log2Of(int u) { return u == 1 ? 0 : u == 2 ? 1 : u == 4 ? 2 : u == 8 ? 3 : -1; }
+
 struct Step {
   int n, layers;
+  ComputeFn compute; /* computeKernel<the loads in flight> */
   int grid;      /* a compute kernel's CTAs: the SMs the megakernels leave, shared */
   int gridWhole; /* on the whole GPU: every SM, shared by the ranks */
   size_t elems;
@@ -169,7 +198,7 @@ static void recordRank(Step* S, int r, Mode m) {
   if (session) GPU_PURLIN_OK(purlinSessionBegin(k.comm, s));
   for (int l = 0; l < S->layers; ++l) {
     const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
-    computeKernel<<<m == kComputeWhole ? S->gridWhole : S->grid, kComputeThreads, kComputeSmem,
+    S->compute<<<m == kComputeWhole ? S->gridWhole : S->grid, kComputeThreads, kComputeSmem,
                     s>>>(
         k.w, S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
         k.coll[l], k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
@@ -333,13 +362,16 @@ int main(int argc, char** argv) {
   /* 0: the library's choice for the placement. */
   const int mk = argc > 3 ? atoi(argv[3]) : 0;
   const int weightMiB = argc > 4 ? atoi(argv[4]) : kWeightMiBDefault;
+  const int inFlight = argc > 5 ? atoi(argv[5]) : kInFlightDefault;
   if (S.n < 1 || S.n > 16 || S.layers < 1 || S.layers > 64 || mk < 0 || mk > 32 ||
-      weightMiB < 1 || weightMiB > 64) {
+      weightMiB < 1 || weightMiB > 64 || log2Of(inFlight) < 0) {
     fprintf(stderr,
             "usage: decode [ranks 1..16] [layers 1..64] [megakernelCtas 0..32, 0: the "
-            "library's] [weight MiB per rank 1..64]\n");
+            "library's] [weight MiB per rank 1..64] [loads in flight per thread 1, 2, 4, "
+            "8]\n");
     return 2;
   }
+  S.compute = kComputeKernels[log2Of(inFlight)];
   S.weightBytes = (size_t)weightMiB << 20;
   int major = 0, minor = 0, sms = 0;
   GPU_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
@@ -362,14 +394,14 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   GPU_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   printf("# bench/decode: %d ranks on %s (one GPU, %d SMs), %d layers per step, each a compute "
-         "kernel of %d CTAs x %d threads streaming %zu MiB per rank plus an AllReduce (bf16 "
-         "sum); megakernelCtas %d%s (%d SMs reserved, %.1f%% of the GPU); median of %d "
+         "kernel of %d CTAs x %d threads streaming %zu MiB per rank (%d 16-byte loads in flight "
+         "a thread) plus an AllReduce (bf16 sum); megakernelCtas %d%s (%d SMs reserved, %.1f%% of the GPU); median of %d "
          "replays\n",
-         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20, mkCtas,
+         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20, inFlight, mkCtas,
          mk == 0 ? " (the library's)" : "", reserved, 100.0 * reserved / sms, kReplays);
-  GPU_CUDA_OK(cudaFuncSetAttribute(computeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  GPU_CUDA_OK(cudaFuncSetAttribute(S.compute, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kComputeSmem));
-  GPU_PURLIN_OK(purlinPreloadKernel((const void*)computeKernel));
+  GPU_PURLIN_OK(purlinPreloadKernel((const void*)S.compute));
   GPU_PURLIN_OK(purlinPreloadKernel((const void*)waitKernel));
   GPU_CUDA_OK(cudaStreamCreateWithFlags(&S.main, cudaStreamNonBlocking));
   GPU_CUDA_OK(cudaEventCreateWithFlags(&S.fork, cudaEventDisableTiming));

@@ -188,19 +188,25 @@ struct MegakernelRun {
    * Atom's fallback (the same bits). A routine for every datatype and op
    * (19, not 4) took ptxas 722 s on the megakernel instead of 205
    * (bench/results/2026-12-06-megakernel-unaligned). */
+  /* Whether (R, D, O) has typed routines of its own: copies, and the sums
+   * of decode's datatypes. Every other reduction runs the latency path's
+   * run-time routine and the throughput Atom's own unaligned fallback. */
+  template <bool R, purlinDataType_t D, purlinRedOp_t O>
+  static constexpr bool kTyped =
+      !R || (O == purlinSum &&
+             (D == purlinFloat32 || D == purlinFloat16 || D == purlinBfloat16));
+
   template <bool R, purlinDataType_t D, purlinRedOp_t O>
   __device__ __forceinline__ void go() const {
     if (d->path != purlinPathLatency) {
-      if constexpr (!R || (O == purlinSum && (D == purlinFloat32 || D == purlinFloat16 ||
-                                              D == purlinBfloat16))) {
+      if constexpr (kTyped<R, D, O>) {
         if ((d->flags & PURLIN_DESC_UNALIGNED) != 0) {
           megakernelThroughput<purlinAtomGenericT, R, D, O>(t, e, d, dc, tp, atomSmem);
           return;
         }
       }
       megakernelThroughput<A, R, D, O>(t, e, d, dc, tp, atomSmem);
-    } else if constexpr (!R || (O == purlinSum && (D == purlinFloat32 || D == purlinFloat16 ||
-                                                 D == purlinBfloat16)))
+    } else if constexpr (kTyped<R, D, O>)
       megakernelLatency<R, D, O>(t, e, d, dc, lat, geo, pushed, tr);
     else
       megakernelLatency<true, PURLIN_DTYPE_RUNTIME, PURLIN_OP_RUNTIME>(t, e, d, dc, lat, geo,
