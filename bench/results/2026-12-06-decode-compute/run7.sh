@@ -3,9 +3,10 @@
 # bench/decode's compute kernel reading and writing in 16-byte words, U loads in flight (fifth
 # argument; U=1 is the old loop, the reference here), optionally evict-first weights
 # (DECODE_EVICT_FIRST=1), and PURLIN_MEGAKERNEL_L2_PERSIST=1 (the megakernel launched with an L2
-# access policy window over its heap's head) with DECODE_L2_PERSIST_MIB MiB set aside. Never
-# ran: in the thirteenth session no machine started, in the fourteenth six starts failed or were
-# taken back until the device time was spent. sl8/sl1 compare with r5's main
+# access policy window over its heap's head) with DECODE_L2_PERSIST_MIB MiB set aside, and
+# DECODE_SPIN_US (compute kernels that spin instead of streaming: the step without HBM
+# traffic). Never ran: in the thirteenth session no machine started, in the fourteenth six
+# starts failed or were taken back until the device time was spent. sl8/sl1 compare with r5's main
 # (../2026-12-06-megakernel-clusters/r5, H100): the patch leaves the default launch as it was.
 # Steps in order of need: a shortened call still brings back the GPU tests and the main cases.
 # (TESTS='^session_test$' runs that test alone.)
@@ -22,13 +23,15 @@ T="env DECODE_TRACE=1"; P="PURLIN_MEGAKERNEL_L2_PERSIST=1 DECODE_L2_PERSIST_MIB"
 step "sl8 1" 20 .gpu/bench/session_latency 8 8 65536 > $D/sl8_1.txt 2>&1
 step "sl1 1" 20 .gpu/bench/session_latency 1 8 65536 > $D/sl1_1.txt 2>&1
 step "decode8 u4" 30 $T .gpu/bench/decode 8 8 8 8 4 > $D/decode8u4.txt 2>&1
+step "decode8 u4 w1" 30 $T .gpu/bench/decode 8 8 8 1 4 > $D/decode8u4w1.txt 2>&1
+step "decode8 spin30" 30 $T DECODE_SPIN_US=30 .gpu/bench/decode 8 8 8 8 4 > $D/decode8spin30.txt 2>&1
 step "decode8 u4 persist32" 30 $T $P=32 .gpu/bench/decode 8 8 8 8 4 > $D/decode8u4p32.txt 2>&1
 step "decode8 u4 persist8" 30 $T $P=8 .gpu/bench/decode 8 8 8 8 4 > $D/decode8u4p8.txt 2>&1
 step "decode8 u4 ef" 30 $T DECODE_EVICT_FIRST=1 .gpu/bench/decode 8 8 8 8 4 > $D/decode8u4ef.txt 2>&1
 step "decode8 u1" 30 $T .gpu/bench/decode 8 8 8 8 1 > $D/decode8u1.txt 2>&1
 step "decode1 u4" 30 .gpu/bench/decode 1 8 0 64 4 > $D/decode1u4.txt 2>&1
 step "decode1 u4 persist8" 30 env $P=8 .gpu/bench/decode 1 8 0 64 4 > $D/decode1u4p8.txt 2>&1
-step "decode8 u4 w1" 30 $T .gpu/bench/decode 8 8 8 1 4 > $D/decode8u4w1.txt 2>&1
+step "decode1 spin25" 30 $T DECODE_SPIN_US=25 .gpu/bench/decode 1 8 0 64 4 > $D/decode1spin25.txt 2>&1
 step "decode1 u4 w4" 30 .gpu/bench/decode 1 8 0 4 4 > $D/decode1u4w4.txt 2>&1
 step "decode8 u4 ef persist32" 30 $T DECODE_EVICT_FIRST=1 $P=32 .gpu/bench/decode 8 8 8 8 4 > $D/decode8u4efp32.txt 2>&1
 step "decode8 u1 ef" 30 $T DECODE_EVICT_FIRST=1 .gpu/bench/decode 8 8 8 8 1 > $D/decode8u1ef.txt 2>&1
