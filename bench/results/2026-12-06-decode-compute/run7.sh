@@ -41,7 +41,7 @@ step "sl8 2" 20 .gpu/bench/session_latency 8 8 65536 > $D/sl8_2.txt 2>&1
 step "sl1 2" 20 .gpu/bench/session_latency 1 8 65536 > $D/sl1_2.txt 2>&1
 steps_done; sed -n 2p $D/machine.txt
 tail -n 3 $D/tests.txt
-for f in $D/decode*.txt; do echo "== $(basename $f .txt)"; awk '/^ +[0-9]+ / {printf "%s:%s/%s/%s/%s/%s/%s ", $1, $2, $3, $4, $5, $6, $7} END {print ""}' $f; grep -E 'worst|wrong' $f | sed 's/(target.*//' | tr '\n' ';'; echo; grep "fused trace" $f | awk '{print $5, $12, $15, $18, $21, $24, $27, $30}' | tr '\n' ';'; echo; done
+for f in $D/decode*.txt; do echo "== $(basename $f .txt)"; awk '/^ +[0-9]+ / {printf "%s:%s/%s/%s/%s/%s/%s ", $1, $2, $3, $4, $5, $6, $7} END {print ""}' $f; grep -E 'worst|wrong' $f | sed 's/(target.*//' | tr '\n' ';'; echo; grep "fused trace" $f | awk '{print $5, $12, $15, $18, $21, $24, $27, $30}' | tr '\n' ';'; echo; grep "coll split" $f | sed 's/^#   coll split at //' | tr '\n' ';'; echo; done
 for f in $D/sl8_*.txt $D/sl1_*.txt; do echo "$(basename $f .txt): $(awk '/^ +[0-9]+ +[0-9]+ +bf16/{printf "%s %s | ", $1, $5}' $f)"; done
 for f in $D/coll8_*.txt; do echo "== $(basename $f .txt) size eager sess"; awk '/^# [A-Z][A-Za-z]+, [0-9]+ ranks/{name=$2; ar=(name ~ /^AllReduce/); printf "\n%s ", name} /^ *[0-9]+ /{ if (ar) { t=$21; w=$8+$12+$16+$25 } else { t=$20; w=$8+$12+$16+$24 }; W+=w; printf "%s:%s/%s ", $1, $5, t } END {print "\nwrong " W}' $f; done
 cd $OUT && tar czf r7.tgz r7 && rm -rf r7/*
