@@ -82,6 +82,33 @@ static purlinResult_t sessionBackoffNs(uint32_t* ns) {
   return purlinSuccess;
 }
 
+/* PURLIN_MEGAKERNEL_L2_PERSIST=1 launches the megakernel with an L2
+ * access policy window over the head of the rank's heap (its control
+ * words, ring and latency buffers: what a small call touches), its
+ * accesses there persisting, so that compute kernels streaming weights
+ * through L2 between calls do not evict them. The set-aside is the
+ * context's (cudaLimitPersistingL2CacheSize): purlin never changes device
+ * limits, so a context that sets none aside is refused. Default 0: no
+ * window. */
+static purlinResult_t sessionPersistBytes(purlinComm_t comm, size_t* bytes) {
+  long on = 0;
+  *bytes = 0;
+  PURLIN_CHECK(sessionEnvInt("PURLIN_MEGAKERNEL_L2_PERSIST", 0, 1, 1, "0 or 1", &on));
+  if (!on) return purlinSuccess;
+  size_t limit = 0;
+  int most = 0;
+  PURLIN_CUDA_CHECK(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
+  PURLIN_RETURN_IF(limit == 0, purlinInvalidUsage,
+                   "PURLIN_MEGAKERNEL_L2_PERSIST=1, but the context sets no L2 aside for "
+                   "persisting accesses; set cudaLimitPersistingL2CacheSize "
+                   "(cudaDeviceSetLimit) first: purlin never changes device limits");
+  PURLIN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxAccessPolicyWindowSize, comm->device));
+  const uint64_t want = comm->layout.latencyOffset + 2 * comm->layout.latencyBytes;
+  *bytes = want < (uint64_t)most ? (size_t)want : (size_t)most;
+  return purlinSuccess;
+}
+
 /* The CTAs of the communicator's megakernel (its facts gathered). */
 static int sessionCtasOf(purlinComm_t comm) {
   const purlinPlanFacts_t* f = &comm->planFacts;
@@ -126,6 +153,7 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
                                                                  s->countsPerSlot *
                                                                  sizeof(uint64_t)),
                          res, fail);
+  PURLIN_CHECK_GOTO(sessionPersistBytes(comm, &s->persistBytes), res, fail);
   PURLIN_CUDA_CHECK_GOTO(purlinMegakernelPreload(s->atom, &localBytes), res, fail);
   PURLIN_CUDA_CHECK_GOTO(purlinNodePreload(&localBytes), res, fail);
   /* The fused AllReduce's epilogue runs as a kernel after its wait. */
@@ -472,7 +500,9 @@ static purlinResult_t sessionBegin(struct purlinComm* comm, cudaStream_t stream)
     PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->fork, stream), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->side, s->fork, 0), res, out);
     PURLIN_CUDA_CHECK_GOTO(
-        purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->backoffNs, s->side), res, out);
+        purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->backoffNs, s->persistBytes,
+                               s->side),
+        res, out);
     PURLIN_CUDA_CHECK_GOTO(purlinNodeResident(comm->devComm, s->ctas, stream), res, out);
     PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, stream), res, out);
     s->open = 1;

@@ -1194,6 +1194,51 @@ static void autoCase(int n) {
          ok ? "ok  " : "FAIL", n, want, sms);
 }
 
+/* Every rank of w AllReduces (float sum, in a session on every rank) a
+ * vector of ones times r + 1, once per count of `counts`, and checks each
+ * result exactly, and that no rank reports an asynchronous error. Returns
+ * the wrong values and errors, the first few printed under `tag`. */
+static long sessionSumsWrong(World& w, const size_t* counts, int calls, const char* tag) {
+  const int n = (int)w.comms.size();
+  size_t most = 0;
+  for (int k = 0; k < calls; ++k) most = std::max(most, counts[k]);
+  std::vector<float*> x(n);
+  for (int r = 0; r < n; ++r) x[r] = deviceFloats(most, (float)(r + 1));
+  float* y = deviceFloats((size_t)n * most * calls, 0.0f);
+  for (int r = 0; r < n; ++r) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
+  for (int k = 0; k < calls; ++k)
+    for (int r = 0; r < n; ++r)
+      GPU_PURLIN_OK(purlinAllReduce(x[r], y + ((size_t)k * n + r) * most, counts[k],
+                                    purlinFloat32, purlinSum, w.comms[r], w.streams[r]));
+  endAll(w);
+  for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
+  std::vector<float> h((size_t)n * most * calls);
+  GPU_CUDA_OK(cudaMemcpy(h.data(), y, h.size() * 4, cudaMemcpyDeviceToHost));
+  long wrong = 0;
+  for (int k = 0; k < calls; ++k)
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < most; ++i) {
+        const float want = i < counts[k] ? (float)(n * (n + 1) / 2) : 0.0f;
+        const float got = h[((size_t)k * n + r) * most + i];
+        if (got != want && wrong < 4)
+          printf("  %s: count %zu, rank %d, element %zu: %g, want %g\n", tag, counts[k], r, i,
+                 got, want);
+        wrong += got != want;
+      }
+  for (int r = 0; r < n; ++r) {
+    purlinResult_t a = purlinSuccess;
+    GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
+    if (a != purlinSuccess) {
+      printf("  %s: rank %d: %s: %s\n", tag, r, purlinGetErrorName(a),
+             purlinGetLastError(w.comms[r]));
+      ++wrong;
+    }
+  }
+  for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaFree(x[r]));
+  GPU_CUDA_OK(cudaFree(y));
+  return wrong;
+}
+
 /* PURLIN_SESSION_AR_THREADS: a bad value is refused at begin, with its
  * name; every good one (one CTA up to that many packets, then more CTAs)
  * gives exact sums, from one packet to several CTAs' worth. */
@@ -1213,50 +1258,59 @@ static void spreadCase(void) {
   }
   const char* values[] = {"32", "128", "512"};
   const size_t counts[] = {2, 514, 1024, 2048, 4096, 8192};
-  const size_t most = 8192;
   for (const char* v : values) {
     setenv("PURLIN_SESSION_AR_THREADS", v, 1);
     World w = makeWorld(n, 8, 10000);
-    std::vector<float*> x(n);
-    for (int r = 0; r < n; ++r) x[r] = deviceFloats(most, (float)(r + 1));
-    float* y = deviceFloats((size_t)n * most * 6, 0.0f);
-    for (int r = 0; r < n; ++r) GPU_PURLIN_OK(purlinSessionBegin(w.comms[r], w.streams[r]));
-    for (int k = 0; k < 6; ++k)
-      for (int r = 0; r < n; ++r)
-        GPU_PURLIN_OK(purlinAllReduce(x[r], y + ((size_t)k * n + r) * most, counts[k],
-                                      purlinFloat32, purlinSum, w.comms[r], w.streams[r]));
-    endAll(w);
-    for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaStreamSynchronize(w.streams[r]));
-    std::vector<float> h((size_t)n * most * 6);
-    GPU_CUDA_OK(cudaMemcpy(h.data(), y, h.size() * 4, cudaMemcpyDeviceToHost));
-    long wrong = 0;
-    for (int k = 0; k < 6; ++k)
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < most; ++i) {
-          const float want = i < counts[k] ? (float)(n * (n + 1) / 2) : 0.0f;
-          const float got = h[((size_t)k * n + r) * most + i];
-          if (got != want && wrong < 4)
-            printf("  spread %s: count %zu, rank %d, element %zu: %g, want %g\n", v, counts[k], r,
-                   i, got, want);
-          wrong += got != want;
-        }
-    for (int r = 0; r < n; ++r) {
-      purlinResult_t a = purlinSuccess;
-      GPU_PURLIN_OK(purlinCommGetAsyncError(w.comms[r], &a));
-      if (a != purlinSuccess) {
-        printf("  spread %s: rank %d: %s: %s\n", v, r, purlinGetErrorName(a),
-               purlinGetLastError(w.comms[r]));
-        ++wrong;
-      }
-    }
+    char tag[64];
+    snprintf(tag, sizeof tag, "spread %s", v);
+    const long wrong = sessionSumsWrong(w, counts, 6, tag);
     EXPECT(wrong == 0, "PURLIN_SESSION_AR_THREADS=%s: %ld wrong values or errors", v, wrong);
     ok = ok && wrong == 0;
     destroyWorld(&w);
-    for (int r = 0; r < n; ++r) GPU_CUDA_OK(cudaFree(x[r]));
-    GPU_CUDA_OK(cudaFree(y));
   }
   unsetenv("PURLIN_SESSION_AR_THREADS");
   printf("%s spread: PURLIN_SESSION_AR_THREADS 33 refused; 32, 128, 512 exact\n",
+         ok ? "ok  " : "FAIL");
+}
+
+/* PURLIN_MEGAKERNEL_L2_PERSIST=1: refused at begin while the context sets
+ * no L2 aside for persisting accesses (purlin never sets it); with 4 MiB
+ * set aside, the megakernel's launch carries the window and its sums are
+ * exact, on 8 ranks and 1. The context's limit is put back after. */
+static void persistCase(void) {
+  bool ok = true;
+  size_t before = 0;
+  GPU_CUDA_OK(cudaDeviceGetLimit(&before, cudaLimitPersistingL2CacheSize));
+  setenv("PURLIN_MEGAKERNEL_L2_PERSIST", "1", 1);
+  GPU_CUDA_OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
+  {
+    World w = makeWorld(8, 8, 10000);
+    const purlinResult_t b = purlinSessionBegin(w.comms[0], w.streams[0]);
+    const bool refused =
+        b == purlinInvalidUsage &&
+        strstr(purlinGetLastError(w.comms[0]), "PURLIN_MEGAKERNEL_L2_PERSIST") != NULL;
+    EXPECT(refused, "PURLIN_MEGAKERNEL_L2_PERSIST=1, nothing set aside: %s, %s",
+           purlinGetErrorName(b), purlinGetLastError(w.comms[0]));
+    ok = ok && refused;
+    destroyWorld(&w);
+  }
+  GPU_CUDA_OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, (size_t)4 << 20));
+  const size_t counts[] = {2, 2048, 8192, 2, 65536, 8};
+  const int ranks[] = {8, 1};
+  for (int n : ranks) {
+    World w = makeWorld(n, 8, 10000);
+    char tag[64];
+    snprintf(tag, sizeof tag, "persist, %d ranks", n);
+    const long wrong = sessionSumsWrong(w, counts, 6, tag);
+    EXPECT(wrong == 0, "PURLIN_MEGAKERNEL_L2_PERSIST=1, %d ranks: %ld wrong values or errors", n,
+           wrong);
+    ok = ok && wrong == 0;
+    destroyWorld(&w);
+  }
+  unsetenv("PURLIN_MEGAKERNEL_L2_PERSIST");
+  GPU_CUDA_OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, before));
+  printf("%s persist: PURLIN_MEGAKERNEL_L2_PERSIST=1 refused with nothing set aside; exact on 8 "
+         "ranks and 1 with 4 MiB\n",
          ok ? "ok  " : "FAIL");
 }
 
@@ -1307,6 +1361,7 @@ int main(void) {
   if (want("mismatch")) mismatchCase();
   if (want("fit")) fitCase();
   if (want("spread")) spreadCase();
+  if (want("persist")) persistCase();
   if (want("auto1")) autoCase(1);
   if (want("auto2")) autoCase(2);
   if (want("auto8")) autoCase(8);
