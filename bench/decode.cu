@@ -28,7 +28,11 @@
  * DECODE_EVICT_FIRST=1 streams the weights evict-first (ld.global.cs);
  * DECODE_TRACE=1 prints where a fused step's time goes (traceFused);
  * DECODE_L2_PERSIST_MIB=N sets N MiB of L2 aside for persisting accesses
- * (cudaLimitPersistingL2CacheSize), for PURLIN_MEGAKERNEL_L2_PERSIST=1.
+ * (cudaLimitPersistingL2CacheSize), for PURLIN_MEGAKERNEL_L2_PERSIST=1;
+ * DECODE_SPIN_US=N (1..1000) replaces the weight stream by N us of spinning
+ * on the global timer: compute kernels of a set length that leave HBM and
+ * L2 alone, to tell what the weights' traffic costs a collective from what
+ * the step's structure (skew, pickup, wake) costs.
  */
 #include <algorithm>
 #include <stdio.h>
@@ -98,6 +102,9 @@ static __device__ __forceinline__ unsigned long long globalNs(void) {
   return t;
 }
 
+/* DECODE_SPIN_US in ns, 0 when the weights are streamed. */
+static __constant__ unsigned long long gSpinNs;
+
 /* The xor of n 16-byte words from p, U loads issued by each thread before
  * any is used (the tail guarded per load); with EF the loads are
  * cache-streaming (ld.global.cs: L2 evict-first). */
@@ -148,6 +155,11 @@ __global__ void __launch_bounds__(kComputeThreads)
   const size_t all = (size_t)gridDim.x * blockDim.x;
   /* act and x come from cudaMalloc: 16-byte aligned. */
   uint32_t acc = streamXor<U, EF>(w, wVecs, tid, all);
+  if (gSpinNs != 0) {
+    const unsigned long long t0 = globalNs();
+    while (globalNs() - t0 < gSpinNs) {
+    }
+  }
   acc += streamXor<U, false>((const uint4*)(const void*)act, actElems / 8, tid, all);
   for (size_t i = actElems / 8 * 8 + tid; i < actElems; i += all) acc += act[i];
   for (size_t j = tid; j < elems / 8; j += all) {
@@ -214,6 +226,7 @@ struct Step {
   int gridWhole; /* on the whole GPU: every SM, shared by the ranks */
   size_t elems;
   size_t weightBytes;
+  unsigned long long spinNs; /* DECODE_SPIN_US: spin instead of streaming the weights */
   std::vector<Rank> R;
   cudaStream_t main;
   cudaEvent_t fork;
@@ -230,7 +243,7 @@ static void recordRank(Step* S, int r, Mode m) {
     const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
     S->compute<<<m == kComputeWhole ? S->gridWhole : S->grid, kComputeThreads, kComputeSmem,
                     s>>>(
-        k.w, S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
+        k.w, S->spinNs != 0 ? 0 : S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
         k.coll[l], k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
     GPU_CUDA_OK(cudaGetLastError());
     if (m == kEager || m == kNode)
@@ -405,6 +418,13 @@ int main(int argc, char** argv) {
   const bool evictFirst = ef != NULL && atoi(ef) != 0;
   S.compute = kComputeKernels[evictFirst][log2Of(inFlight)];
   S.weightBytes = (size_t)weightMiB << 20;
+  const char* spin = getenv("DECODE_SPIN_US");
+  const int spinUs = spin != NULL ? atoi(spin) : 0;
+  if (spinUs < 0 || spinUs > 1000) {
+    fprintf(stderr, "DECODE_SPIN_US is %s, must be 0..1000\n", spin);
+    return 2;
+  }
+  S.spinNs = (unsigned long long)spinUs * 1000;
   int major = 0, minor = 0, sms = 0;
   GPU_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   GPU_CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
@@ -438,6 +458,11 @@ int main(int argc, char** argv) {
          S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20, inFlight,
          evictFirst ? ", weights evict-first" : "", mkCtas, mk == 0 ? " (the library's)" : "",
          reserved, 100.0 * reserved / sms, persistSet >> 10, kReplays);
+  GPU_CUDA_OK(cudaMemcpyToSymbol(gSpinNs, &S.spinNs, sizeof S.spinNs));
+  if (S.spinNs != 0)
+    printf("# DECODE_SPIN_US=%d: each compute kernel spins %d us instead of streaming its "
+           "weights\n",
+           spinUs, spinUs);
   GPU_CUDA_OK(cudaFuncSetAttribute(S.compute, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kComputeSmem));
   GPU_PURLIN_OK(purlinPreloadKernel((const void*)S.compute));
