@@ -29,7 +29,7 @@
  * DECODE_TRACE=1 prints where a fused step's time goes (traceFused);
  * DECODE_L2_PERSIST_MIB=N sets N MiB of L2 aside for persisting accesses
  * (cudaLimitPersistingL2CacheSize), for PURLIN_MEGAKERNEL_L2_PERSIST=1;
- * DECODE_SPIN_US=N (1..1000) replaces the weight stream by N us of spinning
+ * DECODE_SPIN_US=N (0..1000, 0: off) replaces the weight stream by N us of spinning
  * on the global timer: compute kernels of a set length that leave HBM and
  * L2 alone, to tell what the weights' traffic costs a collective from what
  * the step's structure (skew, pickup, wake) costs.
@@ -415,12 +415,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const char* ef = getenv("DECODE_EVICT_FIRST");
-  const bool evictFirst = ef != NULL && atoi(ef) != 0;
+  const bool evictFirst = ef != NULL && strcmp(ef, "0") != 0;
   S.compute = kComputeKernels[evictFirst][log2Of(inFlight)];
   S.weightBytes = (size_t)weightMiB << 20;
   const char* spin = getenv("DECODE_SPIN_US");
-  const int spinUs = spin != NULL ? atoi(spin) : 0;
-  if (spinUs < 0 || spinUs > 1000) {
+  char* spinEnd = NULL;
+  const long spinUs = spin != NULL ? strtol(spin, &spinEnd, 10) : 0;
+  if (spin != NULL && (spinEnd == spin || *spinEnd != '\0' || spinUs < 0 || spinUs > 1000)) {
     fprintf(stderr, "DECODE_SPIN_US is %s, must be 0..1000\n", spin);
     return 2;
   }
@@ -460,7 +461,7 @@ int main(int argc, char** argv) {
          reserved, 100.0 * reserved / sms, persistSet >> 10, kReplays);
   GPU_CUDA_OK(cudaMemcpyToSymbol(gSpinNs, &S.spinNs, sizeof S.spinNs));
   if (S.spinNs != 0)
-    printf("# DECODE_SPIN_US=%d: each compute kernel spins %d us instead of streaming its "
+    printf("# DECODE_SPIN_US=%ld: each compute kernel spins %ld us instead of streaming its "
            "weights\n",
            spinUs, spinUs);
   GPU_CUDA_OK(cudaFuncSetAttribute(S.compute, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -540,6 +541,9 @@ int main(int argc, char** argv) {
   printf("compute-only step with megakernels resident / without, same CTAs, worst: %.3f (their "
          "polling's cost)\n",
          worstReserve);
+  if (S.spinNs != 0)
+    printf("# DECODE_SPIN_US: the compute kernels spin a set time whatever their CTAs, so the "
+           "two ratios above and below say nothing of the reserved SMs' cost\n");
   printf("compute-only step with megakernels resident / on the whole GPU without, worst: %.3f "
          "(target <= %.3f: 1 + the SM share reserved)\n",
          worstWhole, 1.0 + (double)reserved / sms);

@@ -88,8 +88,11 @@ static purlinResult_t sessionBackoffNs(uint32_t* ns) {
  * accesses there persisting, so that compute kernels streaming weights
  * through L2 between calls do not evict them. The set-aside is the
  * context's (cudaLimitPersistingL2CacheSize): purlin never changes device
- * limits, so a context that sets none aside is refused. Default 0: no
- * window. */
+ * limits, so a context that sets none aside is refused. The ranks on one
+ * GPU share it, so each rank's window is at most its share of it (and
+ * never less than the control words, which hold the ring): a window
+ * larger than its share would have its own persisting lines evict each
+ * other and the other ranks'. Default 0: no window. */
 static purlinResult_t sessionPersistBytes(purlinComm_t comm, size_t* bytes) {
   long on = 0;
   *bytes = 0;
@@ -104,8 +107,13 @@ static purlinResult_t sessionPersistBytes(purlinComm_t comm, size_t* bytes) {
                    "(cudaDeviceSetLimit) first: purlin never changes device limits");
   PURLIN_CUDA_CHECK(
       cudaDeviceGetAttribute(&most, cudaDevAttrMaxAccessPolicyWindowSize, comm->device));
-  const uint64_t want = comm->layout.latencyOffset + 2 * comm->layout.latencyBytes;
-  *bytes = want < (uint64_t)most ? (size_t)want : (size_t)most;
+  const int ranks = comm->planFacts.ranksOnDevice > 0 ? comm->planFacts.ranksOnDevice : 1;
+  uint64_t share = (uint64_t)limit / (uint64_t)ranks;
+  if (share < PURLIN_HEAP_CONTROL_BYTES) share = PURLIN_HEAP_CONTROL_BYTES;
+  uint64_t want = comm->layout.latencyOffset + 2 * comm->layout.latencyBytes;
+  if (want > share) want = share;
+  if (want > (uint64_t)most) want = (uint64_t)most;
+  *bytes = (size_t)want;
   return purlinSuccess;
 }
 
@@ -146,6 +154,8 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   s->facts.executorSpreadThreads = spread;
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   PURLIN_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  /* First, before anything is made: a refusal leaves nothing to undo. */
+  PURLIN_CHECK_GOTO(sessionPersistBytes(comm, &s->persistBytes), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming), res, fail);
@@ -153,7 +163,6 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
                                                                  s->countsPerSlot *
                                                                  sizeof(uint64_t)),
                          res, fail);
-  PURLIN_CHECK_GOTO(sessionPersistBytes(comm, &s->persistBytes), res, fail);
   PURLIN_CUDA_CHECK_GOTO(purlinMegakernelPreload(s->atom, &localBytes), res, fail);
   PURLIN_CUDA_CHECK_GOTO(purlinNodePreload(&localBytes), res, fail);
   /* The fused AllReduce's epilogue runs as a kernel after its wait. */
@@ -161,11 +170,14 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   PURLIN_CHECK_GOTO(purlinStackFit(localBytes), res, fail);
   s->made = 1;
 fail:
-  cudaThreadExchangeStreamCaptureMode(&mode);
+  /* Released while the capture mode is still relaxed: in a global-mode
+   * capture cudaFree and the destroys would be refused and would
+   * invalidate the caller's capture. */
   if (!s->made) {
     purlinSessionRelease(comm);
     memset(s, 0, sizeof *s);
   }
+  cudaThreadExchangeStreamCaptureMode(&mode);
   return res;
 }
 
