@@ -338,8 +338,13 @@ static void traceFused(Step* S) {
     return (double)tr[r][(t % PURLIN_TRACE_ENTRIES) * PURLIN_TRACE_POINTS + k];
   };
   std::vector<double> compute, skew, pickup, coll, wake, launch, period;
+  /* coll split (the megakernel's own stamps, where its routine writes
+   * them): the last rank's pickup after the last enqueue, then per rank
+   * seen -> routine entered, entered -> returned, returned -> completion
+   * stored. */
+  std::vector<double> lastSeen, dispatch, routine, finish;
   for (int l = 1; l + 1 < L; ++l) {
-    double eMin = 1e300, eMax = 0, dMax = 0, wMax = 0, wNextMax = 0, cMax = 0;
+    double eMin = 1e300, eMax = 0, dMax = 0, wMax = 0, wNextMax = 0, cMax = 0, sMax = 0;
     for (int r = 0; r < S->n; ++r) {
       const double e = stamp(r, l, kStampEnqueue), seen = mk(r, l, PURLIN_TRACE_MK_SEEN);
       const double done = mk(r, l, PURLIN_TRACE_MK_DONE);
@@ -354,18 +359,36 @@ static void traceFused(Step* S) {
       wNextMax = std::max(wNextMax, stamp(r, l + 1, kStampWaited));
       cMax = std::max(cMax, e - stamp(r, l, kStampWaited));
       pickup.push_back((seen - e) / 1e3);
+      sMax = std::max(sMax, seen);
+      const double enter = mk(r, l, PURLIN_TRACE_MK_ENTER);
+      const double returned = mk(r, l, PURLIN_TRACE_MK_RETURNED);
+      if (enter >= seen && returned >= enter && done >= returned) {
+        dispatch.push_back((enter - seen) / 1e3);
+        routine.push_back((returned - enter) / 1e3);
+        finish.push_back((done - returned) / 1e3);
+      }
       wake.push_back((stamp(r, l + 1, kStampWaited) - done) / 1e3);
       launch.push_back((stamp(r, l + 1, kStampStart) - e) / 1e3);
     }
     compute.push_back(cMax / 1e3);
     skew.push_back((eMax - eMin) / 1e3);
     coll.push_back((dMax - eMax) / 1e3);
+    lastSeen.push_back((sMax - eMax) / 1e3);
     period.push_back((wNextMax - wMax) / 1e3);
   }
   printf("#   fused trace at %zu B, medians over layers (us): compute %.2f | skew %.2f | pickup "
          "%.2f | coll %.2f | wake %.2f | launch %.2f | period %.2f\n",
          S->elems * 2, medianOf(compute), medianOf(skew), medianOf(pickup), medianOf(coll),
          medianOf(wake), medianOf(launch), medianOf(period));
+  if (routine.empty())
+    printf("#   coll split at %zu B: last seen %.2f after the last enqueue (the routine wrote no "
+           "entry stamps)\n",
+           S->elems * 2, medianOf(lastSeen));
+  else
+    printf("#   coll split at %zu B, medians (us): last seen %.2f after the last enqueue | "
+           "dispatch %.2f | routine %.2f | to completion %.2f\n",
+           S->elems * 2, medianOf(lastSeen), medianOf(dispatch), medianOf(routine),
+           medianOf(finish));
 }
 
 /* Every layer's AllReduce output on every rank; poisons them after. */
