@@ -28,7 +28,8 @@
  * DECODE_EVICT_FIRST=1 streams the weights evict-first (ld.global.cs);
  * DECODE_TRACE=1 prints where a fused step's time goes (traceFused);
  * DECODE_L2_PERSIST_MIB=N sets N MiB of L2 aside for persisting accesses
- * (cudaLimitPersistingL2CacheSize), for PURLIN_MEGAKERNEL_L2_PERSIST=1;
+ * (cudaLimitPersistingL2CacheSize, at most the device's largest; the header
+ * prints what the driver set), for PURLIN_MEGAKERNEL_L2_PERSIST=1;
  * DECODE_SPIN_US=N (0..1000, 0: off) replaces the weight stream by N us of spinning
  * on the global timer: compute kernels of a set length that leave HBM and
  * L2 alone, to tell what the weights' traffic costs a collective from what
@@ -458,8 +459,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   const char* persist = getenv("DECODE_L2_PERSIST_MIB");
-  if (persist != NULL && atoi(persist) > 0)
-    GPU_CUDA_OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, (size_t)atoi(persist) << 20));
+  if (persist != NULL && atoi(persist) > 0) {
+    /* At most the device's largest set-aside (H100: below 32 MiB); the
+     * driver rounds what it sets, so the header prints what it read back. */
+    int most = 0;
+    GPU_CUDA_OK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, 0));
+    const size_t want = std::min((size_t)atoi(persist) << 20, (size_t)most);
+    GPU_CUDA_OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want));
+  }
   size_t persistSet = 0;
   GPU_CUDA_OK(cudaDeviceGetLimit(&persistSet, cudaLimitPersistingL2CacheSize));
   purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
