@@ -24,6 +24,16 @@
  *
  *   decode [ranks] [layers] [megakernelCtas, 0: the library's] [weight MiB per rank]
  *          [loads in flight per thread: 1, 2, 4 or 8]
+ *
+ * DECODE_EVICT_FIRST=1 streams the weights evict-first (ld.global.cs);
+ * DECODE_TRACE=1 prints where a fused step's time goes (traceFused);
+ * DECODE_L2_PERSIST_MIB=N sets N MiB of L2 aside for persisting accesses
+ * (cudaLimitPersistingL2CacheSize, at most the device's largest; the header
+ * prints what the driver set), for PURLIN_MEGAKERNEL_L2_PERSIST=1;
+ * DECODE_SPIN_US=N (0..1000, 0: off) replaces the weight stream by N us of spinning
+ * on the global timer: compute kernels of a set length that leave HBM and
+ * L2 alone, to tell what the weights' traffic costs a collective from what
+ * the step's structure (skew, pickup, wake) costs.
  */
 #include <algorithm>
 #include <stdio.h>
@@ -93,15 +103,41 @@ static __device__ __forceinline__ unsigned long long globalNs(void) {
   return t;
 }
 
+/* DECODE_SPIN_US in ns, 0 when the weights are streamed. */
+static __constant__ unsigned long long gSpinNs;
+
+/* The xor of n 16-byte words from p, U loads issued by each thread before
+ * any is used (the tail guarded per load); with EF the loads are
+ * cache-streaming (ld.global.cs: L2 evict-first). */
+template <int U, bool EF>
+static __device__ __forceinline__ uint32_t streamXor(const uint4* p, size_t n, size_t tid,
+                                                     size_t all) {
+  uint32_t acc = 0;
+  for (size_t i = tid; i < n; i += all * U) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const size_t j = i + (size_t)u * all;
+      v[u] = j < n ? (EF ? __ldcs(p + j) : p[j]) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc += v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  return acc;
+}
+
 /* One layer's compute on one rank: every CTA reads its slice of the weight
  * shard and the previous layer's AllReduce output (the activation), then
- * writes its slice of this layer's AllReduce input. The values written do
- * not depend on what was read (so that outputs can be checked exactly),
- * but the reads cannot be optimised away: a sum of them decides a store
- * that never happens. In fused mode thread 0 of every CTA first waits for
- * everything enqueued before (the previous layer's AllReduce), and the
- * last CTA to finish enqueues this layer's. */
-template <int U>
+ * writes its slice of this layer's AllReduce input, all in 16-byte words
+ * (8 bf16), U loads in flight a thread, as a decode GEMV streams. The
+ * values written do not depend on what was read (so that outputs can be
+ * checked exactly), but the reads cannot be optimised away: a sum of them
+ * decides a store that never happens. With EF the weights are read
+ * evict-first (DECODE_EVICT_FIRST=1), so that they pass through L2 without
+ * displacing what the collectives keep there. In fused mode thread 0 of
+ * every CTA first waits for everything enqueued before (the previous
+ * layer's AllReduce), and the last CTA to finish enqueues this layer's. */
+template <int U, bool EF>
 __global__ void __launch_bounds__(kComputeThreads)
     computeKernel(const uint4* w, size_t wVecs, const uint16_t* act, size_t actElems,
                   uint16_t* x, size_t elems, int layer, int r, int fused, purlinDevQueue_t q,
@@ -116,22 +152,26 @@ __global__ void __launch_bounds__(kComputeThreads)
     if (!ok) return;
   }
   if (stamps != NULL && blockIdx.x == 0 && threadIdx.x == 0) stamps[kStampWaited] = globalNs();
-  uint32_t acc = 0;
   const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t all = (size_t)gridDim.x * blockDim.x;
-  /* U loads issued before any is used (the tail guarded per load). */
-  for (size_t i = tid; i < wVecs; i += all * U) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const size_t j = i + (size_t)u * all;
-      v[u] = j < wVecs ? w[j] : make_uint4(0, 0, 0, 0);
+  /* act and x come from cudaMalloc: 16-byte aligned. */
+  uint32_t acc = streamXor<U, EF>(w, wVecs, tid, all);
+  if (gSpinNs != 0) {
+    const unsigned long long t0 = globalNs();
+    while (globalNs() - t0 < gSpinNs) {
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) acc += v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
-  for (size_t i = tid; i < actElems; i += all) acc += act[i];
-  for (size_t i = tid; i < elems; i += all) x[i] = bf16OfInt(inputOf(layer, r, i));
+  acc += streamXor<U, false>((const uint4*)(const void*)act, actElems / 8, tid, all);
+  for (size_t i = actElems / 8 * 8 + tid; i < actElems; i += all) acc += act[i];
+  for (size_t j = tid; j < elems / 8; j += all) {
+    uint32_t h[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      h[k] = (uint32_t)bf16OfInt(inputOf(layer, r, 8 * j + 2 * k)) |
+             (uint32_t)bf16OfInt(inputOf(layer, r, 8 * j + 2 * k + 1)) << 16;
+    ((uint4*)(void*)x)[j] = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+  for (size_t i = elems / 8 * 8 + tid; i < elems; i += all) x[i] = bf16OfInt(inputOf(layer, r, i));
   if (acc == 0x9e3779b9u) sink[0] = (int)pad[0]; /* never, in practice */
   if (!fused) return;
   /* The grid's last CTA enqueues: every CTA's stores, fenced, before its
@@ -171,19 +211,23 @@ typedef void (*ComputeFn)(const uint4*, size_t, const uint16_t*, size_t, uint16_
                           int, int, purlinDevQueue_t, purlinDevColl_t, unsigned int*, int*,
                           unsigned long long*);
 
-/* computeKernel<U> for U = 1, 2, 4, 8 (index log2 U). */
-static const ComputeFn kComputeKernels[] = {computeKernel<1>, computeKernel<2>, computeKernel<4>,
-                                            computeKernel<8>};
+/* computeKernel<U, EF> for U = 1, 2, 4, 8 (index log2 U). */
+static const ComputeFn kComputeKernels[2][4] = {
+    {computeKernel<1, false>, computeKernel<2, false>, computeKernel<4, false>,
+     computeKernel<8, false>},
+    {computeKernel<1, true>, computeKernel<2, true>, computeKernel<4, true>,
+     computeKernel<8, true>}};
 
 static int log2Of(int u) { return u == 1 ? 0 : u == 2 ? 1 : u == 4 ? 2 : u == 8 ? 3 : -1; }
 
 struct Step {
   int n, layers;
-  ComputeFn compute; /* computeKernel<the loads in flight> */
+  ComputeFn compute; /* computeKernel<the loads in flight, evict-first> */
   int grid;      /* a compute kernel's CTAs: the SMs the megakernels leave, shared */
   int gridWhole; /* on the whole GPU: every SM, shared by the ranks */
   size_t elems;
   size_t weightBytes;
+  unsigned long long spinNs; /* DECODE_SPIN_US: spin instead of streaming the weights */
   std::vector<Rank> R;
   cudaStream_t main;
   cudaEvent_t fork;
@@ -200,7 +244,7 @@ static void recordRank(Step* S, int r, Mode m) {
     const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
     S->compute<<<m == kComputeWhole ? S->gridWhole : S->grid, kComputeThreads, kComputeSmem,
                     s>>>(
-        k.w, S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
+        k.w, S->spinNs != 0 ? 0 : S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
         k.coll[l], k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
     GPU_CUDA_OK(cudaGetLastError());
     if (m == kEager || m == kNode)
@@ -295,8 +339,13 @@ static void traceFused(Step* S) {
     return (double)tr[r][(t % PURLIN_TRACE_ENTRIES) * PURLIN_TRACE_POINTS + k];
   };
   std::vector<double> compute, skew, pickup, coll, wake, launch, period;
+  /* coll split (the megakernel's own stamps, where its routine writes
+   * them): the last rank's pickup after the last enqueue, then per rank
+   * seen -> routine entered, entered -> returned, returned -> completion
+   * stored. */
+  std::vector<double> lastSeen, dispatch, routine, finish;
   for (int l = 1; l + 1 < L; ++l) {
-    double eMin = 1e300, eMax = 0, dMax = 0, wMax = 0, wNextMax = 0, cMax = 0;
+    double eMin = 1e300, eMax = 0, dMax = 0, wMax = 0, wNextMax = 0, cMax = 0, sMax = 0;
     for (int r = 0; r < S->n; ++r) {
       const double e = stamp(r, l, kStampEnqueue), seen = mk(r, l, PURLIN_TRACE_MK_SEEN);
       const double done = mk(r, l, PURLIN_TRACE_MK_DONE);
@@ -311,18 +360,36 @@ static void traceFused(Step* S) {
       wNextMax = std::max(wNextMax, stamp(r, l + 1, kStampWaited));
       cMax = std::max(cMax, e - stamp(r, l, kStampWaited));
       pickup.push_back((seen - e) / 1e3);
+      sMax = std::max(sMax, seen);
+      const double enter = mk(r, l, PURLIN_TRACE_MK_ENTER);
+      const double returned = mk(r, l, PURLIN_TRACE_MK_RETURNED);
+      if (enter >= seen && returned >= enter && done >= returned) {
+        dispatch.push_back((enter - seen) / 1e3);
+        routine.push_back((returned - enter) / 1e3);
+        finish.push_back((done - returned) / 1e3);
+      }
       wake.push_back((stamp(r, l + 1, kStampWaited) - done) / 1e3);
       launch.push_back((stamp(r, l + 1, kStampStart) - e) / 1e3);
     }
     compute.push_back(cMax / 1e3);
     skew.push_back((eMax - eMin) / 1e3);
     coll.push_back((dMax - eMax) / 1e3);
+    lastSeen.push_back((sMax - eMax) / 1e3);
     period.push_back((wNextMax - wMax) / 1e3);
   }
   printf("#   fused trace at %zu B, medians over layers (us): compute %.2f | skew %.2f | pickup "
          "%.2f | coll %.2f | wake %.2f | launch %.2f | period %.2f\n",
          S->elems * 2, medianOf(compute), medianOf(skew), medianOf(pickup), medianOf(coll),
          medianOf(wake), medianOf(launch), medianOf(period));
+  if (routine.empty())
+    printf("#   coll split at %zu B: last seen %.2f after the last enqueue (the routine wrote no "
+           "entry stamps)\n",
+           S->elems * 2, medianOf(lastSeen));
+  else
+    printf("#   coll split at %zu B, medians (us): last seen %.2f after the last enqueue | "
+           "dispatch %.2f | routine %.2f | to completion %.2f\n",
+           S->elems * 2, medianOf(lastSeen), medianOf(dispatch), medianOf(routine),
+           medianOf(finish));
 }
 
 /* Every layer's AllReduce output on every rank; poisons them after. */
@@ -371,8 +438,18 @@ int main(int argc, char** argv) {
             "8]\n");
     return 2;
   }
-  S.compute = kComputeKernels[log2Of(inFlight)];
+  const char* ef = getenv("DECODE_EVICT_FIRST");
+  const bool evictFirst = ef != NULL && strcmp(ef, "0") != 0;
+  S.compute = kComputeKernels[evictFirst][log2Of(inFlight)];
   S.weightBytes = (size_t)weightMiB << 20;
+  const char* spin = getenv("DECODE_SPIN_US");
+  char* spinEnd = NULL;
+  const long spinUs = spin != NULL ? strtol(spin, &spinEnd, 10) : 0;
+  if (spin != NULL && (spinEnd == spin || *spinEnd != '\0' || spinUs < 0 || spinUs > 1000)) {
+    fprintf(stderr, "DECODE_SPIN_US is %s, must be 0..1000\n", spin);
+    return 2;
+  }
+  S.spinNs = (unsigned long long)spinUs * 1000;
   int major = 0, minor = 0, sms = 0;
   GPU_CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   GPU_CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
@@ -381,6 +458,17 @@ int main(int argc, char** argv) {
     printf("SKIPPED decode: sessions run on compute capability 9.0 only\n");
     return 0;
   }
+  const char* persist = getenv("DECODE_L2_PERSIST_MIB");
+  if (persist != NULL && atoi(persist) > 0) {
+    /* At most the device's largest set-aside (H100: below 32 MiB); the
+     * driver rounds what it sets, so the header prints what it read back. */
+    int most = 0;
+    GPU_CUDA_OK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, 0));
+    const size_t want = std::min((size_t)atoi(persist) << 20, (size_t)most);
+    GPU_CUDA_OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want));
+  }
+  size_t persistSet = 0;
+  GPU_CUDA_OK(cudaDeviceGetLimit(&persistSet, cudaLimitPersistingL2CacheSize));
   purlinConfig_t cfg = PURLIN_CONFIG_INITIALIZER;
   cfg.megakernelCtas = mk;
   std::vector<purlinComm_t> comms(S.n);
@@ -395,10 +483,17 @@ int main(int argc, char** argv) {
   GPU_CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   printf("# bench/decode: %d ranks on %s (one GPU, %d SMs), %d layers per step, each a compute "
          "kernel of %d CTAs x %d threads streaming %zu MiB per rank (%d 16-byte loads in flight "
-         "a thread) plus an AllReduce (bf16 sum); megakernelCtas %d%s (%d SMs reserved, %.1f%% of the GPU); median of %d "
+         "a thread%s) plus an AllReduce (bf16 sum); megakernelCtas %d%s (%d SMs reserved, "
+         "%.1f%% of the GPU); L2 set aside for persisting accesses %zu KiB; median of %d "
          "replays\n",
-         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20, inFlight, mkCtas,
-         mk == 0 ? " (the library's)" : "", reserved, 100.0 * reserved / sms, kReplays);
+         S.n, prop.name, sms, S.layers, S.grid, kComputeThreads, S.weightBytes >> 20, inFlight,
+         evictFirst ? ", weights evict-first" : "", mkCtas, mk == 0 ? " (the library's)" : "",
+         reserved, 100.0 * reserved / sms, persistSet >> 10, kReplays);
+  GPU_CUDA_OK(cudaMemcpyToSymbol(gSpinNs, &S.spinNs, sizeof S.spinNs));
+  if (S.spinNs != 0)
+    printf("# DECODE_SPIN_US=%ld: each compute kernel spins %ld us instead of streaming its "
+           "weights\n",
+           spinUs, spinUs);
   GPU_CUDA_OK(cudaFuncSetAttribute(S.compute, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    kComputeSmem));
   GPU_PURLIN_OK(purlinPreloadKernel((const void*)S.compute));
@@ -476,6 +571,9 @@ int main(int argc, char** argv) {
   printf("compute-only step with megakernels resident / without, same CTAs, worst: %.3f (their "
          "polling's cost)\n",
          worstReserve);
+  if (S.spinNs != 0)
+    printf("# DECODE_SPIN_US: the compute kernels spin a set time whatever their CTAs, so the "
+           "two ratios above and below say nothing of the reserved SMs' cost\n");
   printf("compute-only step with megakernels resident / on the whole GPU without, worst: %.3f "
          "(target <= %.3f: 1 + the SM share reserved)\n",
          worstWhole, 1.0 + (double)reserved / sms);

@@ -41,9 +41,27 @@ extern "C" cudaError_t purlinMegakernelPreload(purlinAtomKind_t atom, size_t* lo
 
 extern "C" cudaError_t purlinMegakernelLaunch(purlinDevComm_t* dc, purlinAtomKind_t atom,
                                               int ctas, uint32_t backoffNs,
-                                              cudaStream_t stream) {
+                                              size_t persistBytes, cudaStream_t stream) {
   void (*k)(purlinDevComm_t*, uint32_t) = megakernelOf(atom);
   if (k == NULL || ctas < 1 || ctas > PURLIN_MEGAKERNEL_MAX_CTAS) return cudaErrorInvalidValue;
-  k<<<ctas, PURLIN_MEGAKERNEL_THREADS, purlinMegakernelSmemBytes(atom), stream>>>(dc, backoffNs);
-  return cudaGetLastError();
+  if (persistBytes == 0) {
+    k<<<ctas, PURLIN_MEGAKERNEL_THREADS, purlinMegakernelSmemBytes(atom), stream>>>(dc,
+                                                                                     backoffNs);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeAccessPolicyWindow;
+  attr.val.accessPolicyWindow.base_ptr = (void*)dc;
+  attr.val.accessPolicyWindow.num_bytes = persistBytes;
+  attr.val.accessPolicyWindow.hitRatio = 1.0f;
+  attr.val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  attr.val.accessPolicyWindow.missProp = cudaAccessPropertyNormal;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)ctas);
+  cfg.blockDim = dim3(PURLIN_MEGAKERNEL_THREADS);
+  cfg.dynamicSmemBytes = (size_t)purlinMegakernelSmemBytes(atom);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, k, dc, backoffNs);
 }

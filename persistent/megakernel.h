@@ -124,11 +124,15 @@ int purlinMegakernelSupported(int cc, purlinAtomKind_t atom);
 /* Launches the megakernel of the rank whose context is `dc` on `stream`:
  * `ctas` CTAs (1..PURLIN_MEGAKERNEL_MAX_CTAS) running `atom` on the
  * throughput path; idle, its polls sleep up to `backoffNs` between them
- * (0: never; megakernel.cuh, megakernelNext). Stream-ordered and
+ * (0: never; megakernel.cuh, megakernelNext). With `persistBytes` > 0
+ * the launch carries an access policy window over the first persistBytes
+ * of the rank's heap (from dc, its offset 0): the megakernel's accesses
+ * there are persisting in L2 (the context's cudaLimitPersistingL2CacheSize
+ * bounds how much of L2 such lines may hold). Stream-ordered and
  * capturable; the caller makes the CTAs co-resident (and checks it:
  * graphs/nodes.h). Returns the launch's CUDA error. */
 cudaError_t purlinMegakernelLaunch(purlinDevComm_t* dc, purlinAtomKind_t atom, int ctas,
-                                   uint32_t backoffNs, cudaStream_t stream);
+                                   uint32_t backoffNs, size_t persistBytes, cudaStream_t stream);
 
 /* Loads the megakernel of `atom` on the current device (and sets its
  * shared-memory attribute), so that launching it never waits for a

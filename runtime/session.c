@@ -82,6 +82,41 @@ static purlinResult_t sessionBackoffNs(uint32_t* ns) {
   return purlinSuccess;
 }
 
+/* PURLIN_MEGAKERNEL_L2_PERSIST=1 launches the megakernel with an L2
+ * access policy window over the head of the rank's heap (its control
+ * words, ring and latency buffers: what a small call touches), its
+ * accesses there persisting, so that compute kernels streaming weights
+ * through L2 between calls do not evict them. The set-aside is the
+ * context's (cudaLimitPersistingL2CacheSize): purlin never changes device
+ * limits, so a context that sets none aside is refused. The ranks on one
+ * GPU share it, so each rank's window is at most its share of it (and
+ * never less than the control words, which hold the ring): a window
+ * larger than its share would have its own persisting lines evict each
+ * other and the other ranks'. Default 0: no window. */
+static purlinResult_t sessionPersistBytes(purlinComm_t comm, size_t* bytes) {
+  long on = 0;
+  *bytes = 0;
+  PURLIN_CHECK(sessionEnvInt("PURLIN_MEGAKERNEL_L2_PERSIST", 0, 1, 1, "0 or 1", &on));
+  if (!on) return purlinSuccess;
+  size_t limit = 0;
+  int most = 0;
+  PURLIN_CUDA_CHECK(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
+  PURLIN_RETURN_IF(limit == 0, purlinInvalidUsage,
+                   "PURLIN_MEGAKERNEL_L2_PERSIST=1, but the context sets no L2 aside for "
+                   "persisting accesses; set cudaLimitPersistingL2CacheSize "
+                   "(cudaDeviceSetLimit) first: purlin never changes device limits");
+  PURLIN_CUDA_CHECK(
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxAccessPolicyWindowSize, comm->device));
+  const int ranks = comm->planFacts.ranksOnDevice > 0 ? comm->planFacts.ranksOnDevice : 1;
+  uint64_t share = (uint64_t)limit / (uint64_t)ranks;
+  if (share < PURLIN_HEAP_CONTROL_BYTES) share = PURLIN_HEAP_CONTROL_BYTES;
+  uint64_t want = comm->layout.latencyOffset + 2 * comm->layout.latencyBytes;
+  if (want > share) want = share;
+  if (want > (uint64_t)most) want = (uint64_t)most;
+  *bytes = (size_t)want;
+  return purlinSuccess;
+}
+
 /* The CTAs of the communicator's megakernel (its facts gathered). */
 static int sessionCtasOf(purlinComm_t comm) {
   const purlinPlanFacts_t* f = &comm->planFacts;
@@ -119,6 +154,8 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   s->facts.executorSpreadThreads = spread;
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   PURLIN_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  /* First, before anything is made: a refusal leaves nothing to undo. */
+  PURLIN_CHECK_GOTO(sessionPersistBytes(comm, &s->persistBytes), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&s->side, cudaStreamNonBlocking), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->fork, cudaEventDisableTiming), res, fail);
   PURLIN_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&s->join, cudaEventDisableTiming), res, fail);
@@ -133,11 +170,14 @@ static purlinResult_t sessionMake(purlinComm_t comm) {
   PURLIN_CHECK_GOTO(purlinStackFit(localBytes), res, fail);
   s->made = 1;
 fail:
-  cudaThreadExchangeStreamCaptureMode(&mode);
+  /* Released while the capture mode is still relaxed: in a global-mode
+   * capture cudaFree and the destroys would be refused and would
+   * invalidate the caller's capture. */
   if (!s->made) {
     purlinSessionRelease(comm);
     memset(s, 0, sizeof *s);
   }
+  cudaThreadExchangeStreamCaptureMode(&mode);
   return res;
 }
 
@@ -472,7 +512,9 @@ static purlinResult_t sessionBegin(struct purlinComm* comm, cudaStream_t stream)
     PURLIN_CUDA_CHECK_GOTO(cudaEventRecord(s->fork, stream), res, out);
     PURLIN_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->side, s->fork, 0), res, out);
     PURLIN_CUDA_CHECK_GOTO(
-        purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->backoffNs, s->side), res, out);
+        purlinMegakernelLaunch(comm->devComm, s->atom, s->ctas, s->backoffNs, s->persistBytes,
+                               s->side),
+        res, out);
     PURLIN_CUDA_CHECK_GOTO(purlinNodeResident(comm->devComm, s->ctas, stream), res, out);
     PURLIN_CHECK_GOTO(purlinOrderAfter(&comm->order, stream), res, out);
     s->open = 1;

@@ -32,6 +32,7 @@ typedef struct purlinSession_t {
   int made;               /* the resources below exist */
   int ctas;               /* the megakernel's CTAs */
   uint32_t backoffNs;     /* the idle megakernel's longest sleep between polls */
+  size_t persistBytes;    /* its L2 access policy window over the heap, 0 for none */
   purlinAtomKind_t atom;  /* its throughput Atom */
   int pdl;                /* enqueue nodes are programmatic dependent launches (graphs/nodes.h) */
   cudaStream_t side;      /* the megakernel's stream, forked from the session's */
