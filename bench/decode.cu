@@ -240,12 +240,14 @@ static void recordRank(Step* S, int r, Mode m) {
   cudaStream_t s = k.stream;
   const bool session = m == kComputeSession || m == kNode || m == kFused;
   if (session) GPU_PURLIN_OK(purlinSessionBegin(k.comm, s));
+  /* Spinning compute kernels stream no weights (DECODE_SPIN_US). */
+  const size_t wVecs = S->spinNs != 0 ? 0 : S->weightBytes / 16;
   for (int l = 0; l < S->layers; ++l) {
     const uint16_t* act = l == 0 ? k.y[S->layers - 1] : k.y[l - 1];
     S->compute<<<m == kComputeWhole ? S->gridWhole : S->grid, kComputeThreads, kComputeSmem,
                     s>>>(
-        k.w, S->spinNs != 0 ? 0 : S->weightBytes / 16, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q,
-        k.coll[l], k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
+        k.w, wVecs, act, S->elems, k.x[l], S->elems, l, r, m == kFused, k.q, k.coll[l],
+        k.finished, k.sink, k.stamps == NULL ? NULL : k.stamps + l * kStamps);
     GPU_CUDA_OK(cudaGetLastError());
     if (m == kEager || m == kNode)
       GPU_PURLIN_OK(purlinAllReduce(k.x[l], k.y[l], S->elems, purlinBfloat16, purlinSum, k.comm, s));
