@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # r1 found the latency packets' evict_last policy (ev) faster under the decode's weight stream and
 # slower without it, but measured it on top of the L1 prefetch (pf), which r1 found slower. This
-# splits it, on main's code alone. Three packs in .gpuexp/exp2.tar.xz (carry .gpuexp), each
+# splits it, on main's code alone. Three packs in .gpuexp/exp2.tar.xz (git-ignored; carry .gpuexp), each
 # bench/decode and bench/session_latency from tools/build_gpu.sh --config=gpu:
 #    base/ "base": main b307325;
 #    evo/  "evo":  base + the packets' stores and polls with an L2 evict_last policy (8f0bb78);
