@@ -27,7 +27,7 @@
  *
  * DECODE_EVICT_FIRST=1 streams the weights evict-first (ld.global.cs);
  * DECODE_TRACE=1 prints where a fused step's time goes (traceFused);
- * DECODE_L2_PERSIST_MIB=N sets N MiB of L2 aside for persisting accesses
+ * DECODE_L2_PERSIST_MIB=N (0..1024) sets N MiB of L2 aside for persisting accesses
  * (cudaLimitPersistingL2CacheSize, at most the device's largest; the header
  * prints what the driver set), for PURLIN_MEGAKERNEL_L2_PERSIST=1;
  * DECODE_SPIN_US=N (0..1000, 0: off) replaces the weight stream by N us of spinning
@@ -445,10 +445,14 @@ int main(int argc, char** argv) {
   S.compute = kComputeKernels[evictFirst][log2Of(inFlight)];
   S.weightBytes = (size_t)weightMiB << 20;
   const char* spin = getenv("DECODE_SPIN_US");
-  char* spinEnd = NULL;
-  const long spinUs = spin != NULL ? strtol(spin, &spinEnd, 10) : 0;
-  if (spin != NULL && (spinEnd == spin || *spinEnd != '\0' || spinUs < 0 || spinUs > 1000)) {
+  const char* persist = getenv("DECODE_L2_PERSIST_MIB");
+  int spinUs = 0, persistMiB = 0;
+  if (spin != NULL && !benchParseInt(spin, 0, 1000, &spinUs)) {
     fprintf(stderr, "DECODE_SPIN_US is %s, must be 0..1000\n", spin);
+    return 2;
+  }
+  if (persist != NULL && !benchParseInt(persist, 0, 1024, &persistMiB)) {
+    fprintf(stderr, "DECODE_L2_PERSIST_MIB is %s, must be 0..1024\n", persist);
     return 2;
   }
   S.spinNs = (unsigned long long)spinUs * 1000;
@@ -460,13 +464,12 @@ int main(int argc, char** argv) {
     printf("SKIPPED decode: sessions run on compute capability 9.0 only\n");
     return 0;
   }
-  const char* persist = getenv("DECODE_L2_PERSIST_MIB");
-  if (persist != NULL && atoi(persist) > 0) {
+  if (persistMiB > 0) {
     /* At most the device's largest set-aside (H100: below 32 MiB); the
      * driver rounds what it sets, so the header prints what it read back. */
     int most = 0;
     GPU_CUDA_OK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, 0));
-    const size_t want = std::min((size_t)atoi(persist) << 20, (size_t)most);
+    const size_t want = std::min((size_t)persistMiB << 20, (size_t)most);
     GPU_CUDA_OK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want));
   }
   size_t persistSet = 0;
@@ -493,7 +496,7 @@ int main(int argc, char** argv) {
          reserved, 100.0 * reserved / sms, persistSet >> 10, kReplays);
   GPU_CUDA_OK(cudaMemcpyToSymbol(gSpinNs, &S.spinNs, sizeof S.spinNs));
   if (S.spinNs != 0)
-    printf("# DECODE_SPIN_US=%ld: each compute kernel spins %ld us instead of streaming its "
+    printf("# DECODE_SPIN_US=%d: each compute kernel spins %d us instead of streaming its "
            "weights\n",
            spinUs, spinUs);
   GPU_CUDA_OK(cudaFuncSetAttribute(S.compute, cudaFuncAttributeMaxDynamicSharedMemorySize,
